@@ -1,0 +1,225 @@
+// Package algorithms decides whether a request may pass a rate limit.
+//
+// It offers five algorithms (fixed window, sliding window log, sliding
+// window counter, token bucket and leaky bucket as a meter, GCRA), each
+// running either atomically inside Redis, as one Lua script per decision, or
+// in process memory. Both stores give the same answers for the same sequence
+// of requests; a conformance suite holds them to it.
+//
+// The package knows nothing of HTTP: a key is any string that names who is
+// asking, and the caller decides what to do with a Result.
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors, for callers that branch on the kind of failure. Errors
+// returned by this package wrap one of them.
+var (
+	// ErrInvalidLimit reports a Limit that cannot be enforced.
+	ErrInvalidLimit = errors.New("algorithms: invalid limit")
+	// ErrUnknownAlgorithm reports an Algorithm this package does not implement.
+	ErrUnknownAlgorithm = errors.New("algorithms: unknown algorithm")
+	// ErrInvalidCost reports a cost below 1.
+	ErrInvalidCost = errors.New("algorithms: cost must be at least 1")
+	// ErrCostExceedsLimit reports a cost larger than a limit's quota: such a
+	// request could never pass, so it is refused without touching the store.
+	ErrCostExceedsLimit = errors.New("algorithms: cost exceeds the limit's quota")
+	// ErrInvalidKey reports an empty key or one longer than MaxKeyLength.
+	ErrInvalidKey = errors.New("algorithms: invalid key")
+	// ErrInvalidOption reports a store option with a value it cannot use.
+	ErrInvalidOption = errors.New("algorithms: invalid option")
+)
+
+// MaxKeyLength is the longest key, in bytes, that Allow accepts.
+const MaxKeyLength = 1024
+
+// maxExact is the largest integer a Lua number (an IEEE double) holds
+// exactly. The Redis scripts compute in integers up to this bound, so limits
+// whose arithmetic would pass it are refused.
+const maxExact = 1 << 53
+
+// Limit is a quota: Rate requests per Period. Burst applies to the bucket
+// algorithms (token bucket and leaky bucket): the most requests that may pass
+// at once, after which they pass at the steady Rate per Period. Burst 0 means
+// Rate. The window algorithms ignore Burst.
+type Limit struct {
+	Rate   int
+	Period time.Duration
+	Burst  int
+}
+
+// PerSecond returns a Limit of n requests per second.
+func PerSecond(n int) Limit { return Limit{Rate: n, Period: time.Second} }
+
+// PerMinute returns a Limit of n requests per minute.
+func PerMinute(n int) Limit { return Limit{Rate: n, Period: time.Minute} }
+
+// PerHour returns a Limit of n requests per hour.
+func PerHour(n int) Limit { return Limit{Rate: n, Period: time.Hour} }
+
+// WithBurst returns a copy of l whose Burst is b.
+func (l Limit) WithBurst(b int) Limit { l.Burst = b; return l }
+
+// String describes the limit, as "100/1m0s" or "10/1s burst 20".
+func (l Limit) String() string {
+	if l.Burst != 0 && l.Burst != l.Rate {
+		return fmt.Sprintf("%d/%s burst %d", l.Rate, l.Period, l.Burst)
+	}
+	return fmt.Sprintf("%d/%s", l.Rate, l.Period)
+}
+
+// Validate reports whether the limit can be enforced. A limit needs a
+// positive Rate, a Period of at least one millisecond that is a whole number
+// of microseconds, a Burst that is not negative, and numbers small enough
+// that the arithmetic in microseconds stays exact (Rate × Period and
+// Burst × Period in microseconds at most 2^53).
+func (l Limit) Validate() error {
+	switch {
+	case l.Rate <= 0:
+		return fmt.Errorf("%w: rate %d must be positive", ErrInvalidLimit, l.Rate)
+	case l.Period < time.Millisecond:
+		return fmt.Errorf("%w: period %s must be at least 1ms", ErrInvalidLimit, l.Period)
+	case l.Period%time.Microsecond != 0:
+		return fmt.Errorf("%w: period %s must be a whole number of microseconds", ErrInvalidLimit, l.Period)
+	case l.Burst < 0:
+		return fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
+	}
+	p := l.Period.Microseconds()
+	if int64(max(l.Rate, l.Burst)) > maxExact/p {
+		return fmt.Errorf("%w: %s is too large to compute exactly", ErrInvalidLimit, l)
+	}
+	return nil
+}
+
+// burst is the bucket capacity: Burst, or Rate when Burst is 0.
+func (l Limit) burst() int {
+	if l.Burst == 0 {
+		return l.Rate
+	}
+	return l.Burst
+}
+
+// Result is the decision on one request.
+type Result struct {
+	// Allowed reports whether the request may pass.
+	Allowed bool
+	// Limit is the quota of the binding limit: Rate for the window
+	// algorithms, the bucket capacity (Burst, or Rate) for the bucket ones.
+	Limit int
+	// Remaining is what is left of the binding limit's quota after this
+	// request; never negative.
+	Remaining int
+	// ResetAfter is the time until the binding limit's quota is whole again
+	// if no other request comes in. For the sliding window counter it can
+	// reach two periods.
+	ResetAfter time.Duration
+	// RetryAfter is 0 when Allowed; otherwise the time after which the same
+	// request would pass if no other request comes in.
+	RetryAfter time.Duration
+	// Period is the binding limit's Period, for headers that name a window.
+	Period time.Duration
+}
+
+// Limiter decides whether requests may pass.
+type Limiter interface {
+	// Allow decides whether a request of the given cost may pass for key,
+	// and consumes cost units when it does. A denied request consumes
+	// nothing. It returns ErrInvalidKey, ErrInvalidCost or
+	// ErrCostExceedsLimit (wrapped) for requests it cannot decide, and the
+	// store's error, wrapped, when the store fails.
+	Allow(ctx context.Context, key string, cost int) (Result, error)
+}
+
+// Algorithm names a rate-limit algorithm.
+type Algorithm string
+
+// The algorithms this package implements.
+const (
+	// FixedWindow counts requests in a window of Period that starts with the
+	// key's first request; the count restarts when the window ends.
+	FixedWindow Algorithm = "fixed_window"
+	// SlidingWindowLog records each request's time and allows at most Rate
+	// within any Period. Exact, at O(Rate) memory per key.
+	SlidingWindowLog Algorithm = "sliding_window_log"
+	// SlidingWindowCounter estimates a rolling window from the current and
+	// the previous window's counts, weighting the previous by how much of it
+	// still overlaps the rolling window. O(1) memory per key.
+	SlidingWindowCounter Algorithm = "sliding_window_counter"
+	// TokenBucket holds up to Burst tokens, refilled at Rate per Period; a
+	// request takes cost tokens.
+	TokenBucket Algorithm = "token_bucket"
+	// LeakyBucket is the leaky bucket as a meter, by the generic cell rate
+	// algorithm (GCRA): it stores one theoretical arrival time per key.
+	LeakyBucket Algorithm = "leaky_bucket"
+)
+
+// Algorithms lists every Algorithm this package implements.
+var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket}
+
+// Store holds rate-limit state: in Redis (NewRedisStore) or in process memory
+// (NewMemoryStore). Limiters built by New on one store with the same
+// algorithm and limit share state per key; limiters that differ in either
+// never do.
+type Store interface {
+	newLimiter(alg Algorithm, limits []Limit) (Limiter, error)
+}
+
+// New returns a Limiter that enforces every one of limits with alg, on store.
+// A request passes only when every limit allows it, and then consumes from
+// all of them; otherwise it consumes from none. New refuses an unknown
+// algorithm, an empty list of limits and an invalid limit.
+func New(store Store, alg Algorithm, limits ...Limit) (Limiter, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
+	}
+	if _, ok := algorithmCodes[alg]; !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownAlgorithm, alg)
+	}
+	if len(limits) == 0 {
+		return nil, fmt.Errorf("%w: no limits given", ErrInvalidLimit)
+	}
+	for _, l := range limits {
+		if err := l.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return store.newLimiter(alg, append([]Limit(nil), limits...))
+}
+
+// algorithmCodes are the short names of the algorithms in Redis keys.
+var algorithmCodes = map[Algorithm]string{
+	FixedWindow:          "fw",
+	SlidingWindowLog:     "swl",
+	SlidingWindowCounter: "swc",
+	TokenBucket:          "tb",
+	LeakyBucket:          "lb",
+}
+
+// quota is the number of units limit l holds under alg.
+func quota(alg Algorithm, l Limit) int {
+	if alg == TokenBucket || alg == LeakyBucket {
+		return l.burst()
+	}
+	return l.Rate
+}
+
+// checkRequest validates the key and cost of one Allow call.
+func checkRequest(alg Algorithm, limits []Limit, key string, cost int) error {
+	if key == "" || len(key) > MaxKeyLength {
+		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidKey, len(key), MaxKeyLength)
+	}
+	if cost < 1 {
+		return fmt.Errorf("%w: got %d", ErrInvalidCost, cost)
+	}
+	for _, l := range limits {
+		if q := quota(alg, l); cost > q {
+			return fmt.Errorf("%w: cost %d, quota %d (%s)", ErrCostExceedsLimit, cost, q, l)
+		}
+	}
+	return nil
+}
