@@ -1,6 +1,8 @@
 module github.com/redlimit/redlimit
 
-go 1.26
+go 1.26.0
+
+require github.com/redis/go-redis/v9 v9.23.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
@@ -9,7 +11,6 @@ require (
 	github.com/go-chi/httprate v0.16.1 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect

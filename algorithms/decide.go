@@ -1,0 +1,204 @@
+package algorithms
+
+import "time"
+
+// The Go twin of the Lua scripts in package lua, for the memory store. Each
+// algorithm is a state machine over one entry: check brings the entry up to
+// now (a change that never alters any answer, so it is safe on a deny too)
+// and tells whether cost fits; commit consumes cost. All arithmetic is in
+// integer microseconds, in the same steps as the scripts, so both stores give
+// the same answers; see the conformance tests.
+
+// params is one limit in the units the algorithms compute in.
+type params struct {
+	rate   int64
+	period int64 // µs
+	burst  int64 // bucket capacity, already defaulted to rate
+}
+
+func paramsOf(l Limit) params {
+	return params{rate: int64(l.Rate), period: l.Period.Microseconds(), burst: int64(l.burst())}
+}
+
+// verdict is one limit's answer, durations in µs.
+type verdict struct {
+	ok                      bool
+	remaining, retry, reset int64
+}
+
+// entry is the state of one limit for one key. The fields mean, per
+// algorithm: fixed window a = window end, b = count; sliding window counter
+// a = window start, b = current count, c = previous count; token bucket
+// a = tokens × period, b = time of a; leaky bucket a = whole µs of the TAT,
+// b = its fraction in 1/rate µs. The zero entry is the same as no state.
+type entry struct {
+	a, b, c int64
+	log     []int64 // sliding window log: one time per unit consumed, oldest first
+	expires int64   // µs after which the entry means no state and may be dropped
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+func (e *entry) check(alg Algorithm, now int64, p params, cost int64) verdict {
+	switch alg {
+	case FixedWindow:
+		if e.a <= now {
+			e.a, e.b = now+p.period, 0
+		}
+		if e.b+cost <= p.rate {
+			return verdict{true, p.rate - e.b - cost, 0, e.a - now}
+		}
+		return verdict{false, max(p.rate-e.b, 0), e.a - now, e.a - now}
+
+	case SlidingWindowLog:
+		n := 0
+		for n < len(e.log) && e.log[n] <= now-p.period {
+			n++
+		}
+		e.log = e.log[n:]
+		count := int64(len(e.log))
+		if count+cost <= p.rate {
+			return verdict{true, p.rate - count - cost, 0, p.period}
+		}
+		need := count + cost - p.rate
+		return verdict{false, max(p.rate-count, 0), e.log[need-1] + p.period - now, e.log[count-1] + p.period - now}
+
+	case SlidingWindowCounter:
+		if k := (now - e.a) / p.period; k == 1 {
+			e.c, e.b = e.b, 0
+			e.a += p.period
+		} else if k >= 2 {
+			e.c, e.b = 0, 0
+		}
+		if e.b == 0 && e.c == 0 {
+			e.a = now
+		}
+		ws, cur, prev := e.a, e.b, e.c
+		el := now - ws
+		used := cur + ceilDiv(prev*(p.period-el), p.period)
+		if used+cost <= p.rate {
+			return verdict{true, p.rate - used - cost, 0, ws + 2*p.period - now}
+		}
+		reset := ws + p.period - now
+		if cur > 0 {
+			reset += p.period
+		}
+		var retry int64
+		if room := p.rate - cur - cost; room >= 0 {
+			retry = ceilDiv(p.period*(prev-room), prev) - el
+		} else {
+			room = p.rate - cost
+			var x int64
+			if cur > room {
+				x = ceilDiv(p.period*(cur-room), cur)
+			}
+			retry = p.period - el + x
+		}
+		return verdict{false, max(p.rate-used, 0), retry, reset}
+
+	case TokenBucket:
+		capacity := p.burst * p.period
+		if elapsed := max(now-e.b, 0); elapsed < ceilDiv(capacity-e.a, p.rate) {
+			e.a += elapsed * p.rate
+		} else {
+			e.a = capacity
+		}
+		e.b = now
+		need := cost * p.period
+		if e.a >= need {
+			left := e.a - need
+			return verdict{true, left / p.period, 0, ceilDiv(capacity-left, p.rate)}
+		}
+		return verdict{false, e.a / p.period, ceilDiv(need-e.a, p.rate), ceilDiv(capacity-e.a, p.rate)}
+
+	case LeakyBucket:
+		if e.a < now {
+			e.a, e.b = now, 0
+		}
+		backlog := (e.a-now)*p.rate + e.b
+		capacity, need := p.burst*p.period, cost*p.period
+		if after := backlog + need; after <= capacity {
+			return verdict{true, (capacity - after) / p.period, 0, ceilDiv(after, p.rate)}
+		}
+		return verdict{false, (capacity - backlog) / p.period, ceilDiv(backlog+need-capacity, p.rate), ceilDiv(backlog, p.rate)}
+	}
+	panic("algorithms: check called with unknown algorithm " + string(alg))
+}
+
+// commit consumes cost from an entry that check has just brought up to now
+// and found room in.
+func (e *entry) commit(alg Algorithm, now int64, p params, cost int64) {
+	switch alg {
+	case FixedWindow:
+		e.b += cost
+		e.expires = e.a
+	case SlidingWindowLog:
+		for range cost {
+			e.log = append(e.log, now)
+		}
+		e.expires = now + p.period
+	case SlidingWindowCounter:
+		e.b += cost
+		e.expires = e.a + 2*p.period
+	case TokenBucket:
+		e.a -= cost * p.period
+		e.expires = now + ceilDiv(p.burst*p.period-e.a, p.rate)
+	case LeakyBucket:
+		after := (e.a-now)*p.rate + e.b + cost*p.period
+		e.a, e.b = now+after/p.rate, after%p.rate
+		e.expires = now + ceilDiv(after, p.rate)
+	}
+}
+
+// binding picks the limit a decision reports, by the rule the scripts share:
+// on a pass the least remaining (the later reset on a tie), on a deny the
+// longest retry; the first such limit on a full tie.
+type binding struct {
+	allowed   bool
+	index     int
+	pass      verdict
+	deny      verdict
+	passIndex int
+	denyIndex int
+}
+
+func (b *binding) add(i int, v verdict) {
+	if v.ok {
+		if b.passIndex < 0 || v.remaining < b.pass.remaining ||
+			(v.remaining == b.pass.remaining && v.reset > b.pass.reset) {
+			b.passIndex, b.pass = i, v
+		}
+		return
+	}
+	b.allowed = false
+	if b.denyIndex < 0 || v.retry > b.deny.retry {
+		b.denyIndex, b.deny = i, v
+	}
+}
+
+func newBinding() binding { return binding{allowed: true, passIndex: -1, denyIndex: -1} }
+
+// result turns the chosen verdict into a Result.
+func (b *binding) result(alg Algorithm, limits []Limit) Result {
+	i, v := b.passIndex, b.pass
+	if !b.allowed {
+		i, v = b.denyIndex, b.deny
+	}
+	return makeResult(alg, limits[i], b.allowed, v.remaining, v.retry, v.reset)
+}
+
+func makeResult(alg Algorithm, l Limit, allowed bool, remaining, retryUS, resetUS int64) Result {
+	r := Result{
+		Allowed:    allowed,
+		Limit:      quota(alg, l),
+		Remaining:  int(max(remaining, 0)),
+		ResetAfter: usToDuration(resetUS),
+		Period:     l.Period,
+	}
+	if !allowed {
+		r.RetryAfter = usToDuration(retryUS)
+	}
+	return r
+}
+
+func usToDuration(us int64) time.Duration { return time.Duration(max(us, 0)) * time.Microsecond }

@@ -1,0 +1,106 @@
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/lua"
+)
+
+// ErrUnexpectedReply reports a reply from Redis that the scripts never send,
+// such as a script of another version under the same SHA.
+var ErrUnexpectedReply = errors.New("algorithms: unexpected reply from Redis")
+
+var scripts = map[Algorithm]*redis.Script{
+	FixedWindow:          redis.NewScript(lua.FixedWindow),
+	SlidingWindowLog:     redis.NewScript(lua.SlidingWindowLog),
+	SlidingWindowCounter: redis.NewScript(lua.SlidingWindowCounter),
+	TokenBucket:          redis.NewScript(lua.TokenBucket),
+	LeakyBucket:          redis.NewScript(lua.LeakyBucket),
+}
+
+// RedisStore keeps rate-limit state in Redis (a single server, Sentinel or
+// Cluster) and decides each request with one script call, atomically, on
+// the Redis server's clock, so any number of application instances share
+// one limit.
+//
+// Keys are "<prefix>:{<key>}:<algorithm>:<rate>:<period µs>" with
+// ":<burst>" added for the bucket algorithms. The braces make the caller's
+// key the hash tag, so all keys of one decision lie in one Cluster slot.
+type RedisStore struct {
+	client redis.UniversalClient
+	cfg    storeConfig
+	err    error
+}
+
+// NewRedisStore returns a store that keeps state in Redis through client.
+// Options it cannot use, and a nil client, make New return an error.
+func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
+	cfg, err := newStoreConfig(opts)
+	if client == nil && err == nil {
+		err = fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	return &RedisStore{client: client, cfg: cfg, err: err}
+}
+
+func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (Limiter, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{"}
+	l.args = make([]any, 1, 1+3*len(limits))
+	for _, lim := range limits {
+		p := paramsOf(lim)
+		l.suffixes = append(l.suffixes, "}:"+stateName(alg, lim))
+		l.args = append(l.args, strconv.FormatInt(p.rate, 10), strconv.FormatInt(p.period, 10), strconv.FormatInt(p.burst, 10))
+	}
+	return l, nil
+}
+
+// stateName names the state of one limit under one algorithm: the part of a
+// key after the hash tag. Window algorithms ignore Burst, so it is left out.
+func stateName(alg Algorithm, l Limit) string {
+	p := paramsOf(l)
+	name := algorithmCodes[alg] + ":" + strconv.FormatInt(p.rate, 10) + ":" + strconv.FormatInt(p.period, 10)
+	if alg == TokenBucket || alg == LeakyBucket {
+		name += ":" + strconv.FormatInt(p.burst, 10)
+	}
+	return name
+}
+
+type redisLimiter struct {
+	client   redis.UniversalClient
+	script   *redis.Script
+	alg      Algorithm
+	limits   []Limit
+	prefix   string   // "<prefix>:{"
+	suffixes []string // "}:<state name>", one per limit
+	args     []any    // cost placeholder, then rate, period, burst per limit
+}
+
+// Allow implements Limiter with one EVALSHA (EVAL when Redis has lost the
+// script). Redis errors are returned wrapped.
+func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result, error) {
+	if err := checkRequest(l.alg, l.limits, key, cost); err != nil {
+		return Result{}, err
+	}
+	keys := make([]string, len(l.suffixes))
+	for i, suffix := range l.suffixes {
+		keys[i] = l.prefix + key + suffix
+	}
+	args := make([]any, len(l.args))
+	copy(args, l.args)
+	args[0] = cost
+	reply, err := l.script.Run(ctx, l.client, keys, args...).Int64Slice()
+	if err != nil {
+		return Result{}, fmt.Errorf("algorithms: redis %s: %w", l.alg, err)
+	}
+	if len(reply) != 5 || reply[1] < 1 || int(reply[1]) > len(l.limits) {
+		return Result{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, reply)
+	}
+	return makeResult(l.alg, l.limits[reply[1]-1], reply[0] == 1, reply[2], reply[3], reply[4]), nil
+}

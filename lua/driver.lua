@@ -1,0 +1,37 @@
+-- Runs check for every limit, then commit for every limit only when all of
+-- them allow the request, so a decision consumes from all limits or none.
+-- Time comes from the Redis server so every application instance shares one
+-- clock; it is kept in integer microseconds, exact in a Lua number.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cost = tonumber(ARGV[1])
+
+local allowed = 1
+local bind, bind_remaining, bind_retry, bind_reset = 0, 0, 0, 0
+local deny_bind, deny_remaining, deny_retry, deny_reset = 0, 0, -1, 0
+for i = 1, #KEYS do
+  local a = 3 * i - 1
+  local ok, remaining, retry, reset = check(i, KEYS[i], now,
+    tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), cost)
+  if ok then
+    -- A pass reports the limit with the least left, the later reset on a tie.
+    if bind == 0 or remaining < bind_remaining or
+        (remaining == bind_remaining and reset > bind_reset) then
+      bind, bind_remaining, bind_retry, bind_reset = i, remaining, 0, reset
+    end
+  else
+    allowed = 0
+    -- A deny reports the limit that forces the longest wait.
+    if retry > deny_retry then
+      deny_bind, deny_remaining, deny_retry, deny_reset = i, remaining, retry, reset
+    end
+  end
+end
+
+if allowed == 0 then
+  return {0, deny_bind, deny_remaining, deny_retry, deny_reset}
+end
+for i = 1, #KEYS do
+  commit(i, KEYS[i], now, cost)
+end
+return {1, bind, bind_remaining, 0, bind_reset}

@@ -1,0 +1,39 @@
+// Package lua holds the Redis scripts that make rate-limit decisions, one per
+// algorithm, embedded into the binary.
+//
+// Each script is an algorithm file, which defines two local functions, check
+// and commit, followed by driver.lua, which runs them for every limit of one
+// decision. KEYS[i] holds the state of limit i; ARGV[1] is the cost, followed
+// by rate, period (microseconds) and burst for each limit, in KEYS order. The
+// script returns {allowed, binding limit index (1-based), remaining,
+// retry-after µs, reset-after µs}.
+package lua
+
+import (
+	"embed"
+)
+
+//go:embed *.lua
+var files embed.FS
+
+// The complete scripts, ready for EVAL.
+var (
+	FixedWindow          = assemble("fixed_window.lua")
+	SlidingWindowLog     = assemble("sliding_window_log.lua")
+	SlidingWindowCounter = assemble("sliding_window_counter.lua")
+	TokenBucket          = assemble("token_bucket.lua")
+	LeakyBucket          = assemble("leaky_bucket.lua")
+)
+
+func assemble(name string) string {
+	return mustRead(name) + "\n" + mustRead("driver.lua")
+}
+
+func mustRead(name string) string {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		// The files are embedded at build time; a missing one is a build defect.
+		panic("lua: missing embedded script " + name)
+	}
+	return string(b)
+}

@@ -1,0 +1,68 @@
+-- Sliding window counter. State: the string "<window start µs>:<current
+-- count>:<previous count>". The rolling count is the current window's count
+-- plus the previous window's, weighted by the share of it that still lies
+-- within one period of now, rounded up. Windows follow each other from the
+-- key's first request; once both counts are zero the next request starts a
+-- new series, so key expiry never changes an answer.
+local windows = {}
+
+local function ceil_div(a, b)
+  return math.ceil(a / b)
+end
+
+local function check(i, key, now, rate, period, burst, cost)
+  local ws, cur, prev = now, 0, 0
+  local v = redis.call('GET', key)
+  if v then
+    local a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
+    if a then
+      ws, cur, prev = tonumber(a), tonumber(b), tonumber(c)
+      local k = math.floor((now - ws) / period)
+      if k == 1 then
+        prev, cur = cur, 0
+      elseif k >= 2 then
+        prev, cur = 0, 0
+      end
+      if k >= 1 then
+        ws = ws + k * period
+      end
+      if prev == 0 and cur == 0 then
+        ws = now
+      end
+    end
+  end
+  windows[i] = {ws, cur, prev}
+  local e = now - ws
+  local used = cur + ceil_div(prev * (period - e), period)
+  if used + cost <= rate then
+    return true, rate - used - cost, 0, ws + 2 * period - now
+  end
+  local reset = ws + period - now
+  if cur > 0 then
+    reset = reset + period
+  end
+  -- Find the earliest time the weighted count leaves room for cost.
+  local retry
+  local room = rate - cur - cost
+  if room >= 0 then
+    -- Later in this window: prev * (period - x) <= room * period.
+    retry = ceil_div(period * (prev - room), prev) - e
+  else
+    -- In the next window, where the current count becomes the previous one.
+    room = rate - cost
+    local x = 0
+    if cur > room then
+      x = ceil_div(period * (cur - room), cur)
+    end
+    retry = period - e + x
+  end
+  return false, math.max(rate - used, 0), retry, reset
+end
+
+local function commit(i, key, now, cost)
+  local w = windows[i]
+  local period = tonumber(ARGV[3 * i])
+  local cur = w[2] + cost
+  redis.call('SET', key, string.format('%d:%d:%d', w[1], cur, w[3]),
+    'PX', math.ceil((w[1] + 2 * period - now) / 1000))
+end
