@@ -1,0 +1,167 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	// clusterNodes is the size of the test cluster: three masters is the
+	// smallest cluster redis-cli agrees to create, and enough for keys of a
+	// test to land on different nodes.
+	clusterNodes = 3
+	// clusterPortMin and clusterPortMax bound the client ports of cluster
+	// nodes. Each node also listens on its port+10000 for the cluster bus,
+	// so ports must stay below 55536.
+	clusterPortMin = 30000
+	clusterPortMax = 54999
+	// createTimeout bounds redis-cli --cluster create, which waits itself
+	// for the nodes to agree on the configuration.
+	createTimeout = 30 * time.Second
+	// clusterReadyTimeout bounds the wait for every node to report the
+	// cluster healthy after creation.
+	clusterReadyTimeout = 20 * time.Second
+)
+
+// Cluster starts a three-master Redis Cluster on free loopback ports and
+// returns the nodes' "127.0.0.1:port" addresses, in the order the slots were
+// assigned. It returns only once every node reports cluster_state:ok with all
+// 16384 slots assigned and knows all three nodes, so a cluster client can be
+// pointed at any address and used at once. The nodes are stopped when the
+// test ends; Stop(t, addr) stops one early. It needs redis-server and
+// redis-cli, which create the cluster, and skips or fails as Require does.
+func Cluster(t testing.TB) []string {
+	t.Helper()
+	nodes := StartCluster(t)
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
+	return addrs
+}
+
+// StartCluster is Cluster returning the nodes' handles, for tests that stop
+// a node mid-test with Server.Stop.
+func StartCluster(t testing.TB) []*Server {
+	t.Helper()
+	requireBinaries(t, "redis-server", "redis-cli")
+
+	nodes := make([]*Server, clusterNodes)
+	addrs := make([]string, clusterNodes)
+	for i := range nodes {
+		// Each node gets its own temporary folder, so each keeps its own
+		// nodes.conf.
+		nodes[i] = start(t, pickClusterPort, []string{
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+		})
+		addrs[i] = nodes[i].Addr
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redistest: redis-cli --cluster create failed: %v\n%s%s", err, out, nodeLogs(nodes))
+	}
+
+	if err := waitClusterReady(addrs); err != nil {
+		t.Fatalf("redistest: cluster not ready: %v\nredis-cli output:\n%s%s", err, out, nodeLogs(nodes))
+	}
+	return nodes
+}
+
+// waitClusterReady polls CLUSTER INFO on every node until all of them see a
+// healthy cluster of all the nodes, or clusterReadyTimeout passes. Checking
+// each node matters: redis-cli returns once the configuration has spread,
+// but a node can still report cluster_state:fail for a moment after.
+func waitClusterReady(addrs []string) error {
+	deadline := time.Now().Add(clusterReadyTimeout)
+	want := map[string]string{
+		"cluster_state":          "ok",
+		"cluster_slots_assigned": "16384",
+		"cluster_slots_ok":       "16384",
+		"cluster_known_nodes":    strconv.Itoa(len(addrs)),
+		"cluster_size":           strconv.Itoa(len(addrs)),
+	}
+	for {
+		var problem string
+		for _, addr := range addrs {
+			info, err := command(addr, time.Second, "CLUSTER", "INFO")
+			if err != nil {
+				problem = fmt.Sprintf("%s: CLUSTER INFO: %v", addr, err)
+				break
+			}
+			fields := parseInfo(info)
+			for k, v := range want {
+				if fields[k] != v {
+					problem = fmt.Sprintf("%s: %s is %q, want %q", addr, k, fields[k], v)
+					break
+				}
+			}
+			if problem != "" {
+				break
+			}
+		}
+		if problem == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %v: %s", clusterReadyTimeout, problem)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// parseInfo splits an INFO-style reply ("key:value" lines) into a map.
+func parseInfo(info string) map[string]string {
+	fields := make(map[string]string)
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok {
+			fields[k] = v
+		}
+	}
+	return fields
+}
+
+// pickClusterPort picks a random port in the cluster range whose bus port
+// (port+10000) is free too. The kernel cannot be asked for such a pair, so
+// candidates are drawn at random, which also keeps parallel test binaries
+// from all trying the same ports.
+func pickClusterPort() (int, error) {
+	for range 100 {
+		port := clusterPortMin + rand.IntN(clusterPortMax-clusterPortMin+1)
+		if portFree(port) && portFree(port+10000) {
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no free pair of ports port and port+10000 in %d-%d", clusterPortMin, clusterPortMax)
+}
+
+// portFree reports whether a loopback port can be bound at this moment.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	return l.Close() == nil
+}
+
+// nodeLogs formats the logs of all nodes for a failure message.
+func nodeLogs(nodes []*Server) string {
+	var b strings.Builder
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "\n--- log of %s ---\n%s", n.Addr, n.Log())
+	}
+	return b.String()
+}
