@@ -7,7 +7,9 @@ import "time"
 // now (a change that never alters any answer, so it is safe on a deny too)
 // and tells whether cost fits; commit consumes cost. All arithmetic is in
 // integer microseconds, in the same steps as the scripts, so both stores give
-// the same answers; see the conformance tests.
+// the same answers; see the conformance tests. check works on a copy and
+// returns it brought up to now; only commit stores it, as the scripts write
+// only when every limit allows (starting a window on a deny would move it).
 
 // params is one limit in the units the algorithms compute in.
 type params struct {
@@ -33,13 +35,18 @@ type verdict struct {
 // b = its fraction in 1/rate µs. The zero entry is the same as no state.
 type entry struct {
 	a, b, c int64
-	log     []int64 // sliding window log: one time per unit consumed, oldest first
+	log     timeLog // sliding window log
 	expires int64   // µs after which the entry means no state and may be dropped
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-func (e *entry) check(alg Algorithm, now int64, p params, cost int64) verdict {
+func (e entry) check(alg Algorithm, now int64, p params, cost int64) (verdict, entry) {
+	return e.decide(alg, now, p, cost), e
+}
+
+// decide brings e up to now and tells whether cost fits.
+func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 	switch alg {
 	case FixedWindow:
 		if e.a <= now {
@@ -51,17 +58,13 @@ func (e *entry) check(alg Algorithm, now int64, p params, cost int64) verdict {
 		return verdict{false, max(p.rate-e.b, 0), e.a - now, e.a - now}
 
 	case SlidingWindowLog:
-		n := 0
-		for n < len(e.log) && e.log[n] <= now-p.period {
-			n++
-		}
-		e.log = e.log[n:]
-		count := int64(len(e.log))
+		e.log.dropThrough(now - p.period)
+		count := int64(e.log.n)
 		if count+cost <= p.rate {
 			return verdict{true, p.rate - count - cost, 0, p.period}
 		}
 		need := count + cost - p.rate
-		return verdict{false, max(p.rate-count, 0), e.log[need-1] + p.period - now, e.log[count-1] + p.period - now}
+		return verdict{false, max(p.rate-count, 0), e.log.at(need-1) + p.period - now, e.log.at(count-1) + p.period - now}
 
 	case SlidingWindowCounter:
 		if k := (now - e.a) / p.period; k == 1 {
@@ -125,8 +128,8 @@ func (e *entry) check(alg Algorithm, now int64, p params, cost int64) verdict {
 	panic("algorithms: check called with unknown algorithm " + string(alg))
 }
 
-// commit consumes cost from an entry that check has just brought up to now
-// and found room in.
+// commit consumes cost from an entry that check has just returned, having
+// found room in it.
 func (e *entry) commit(alg Algorithm, now int64, p params, cost int64) {
 	switch alg {
 	case FixedWindow:
@@ -134,7 +137,7 @@ func (e *entry) commit(alg Algorithm, now int64, p params, cost int64) {
 		e.expires = e.a
 	case SlidingWindowLog:
 		for range cost {
-			e.log = append(e.log, now)
+			e.log.push(now)
 		}
 		e.expires = now + p.period
 	case SlidingWindowCounter:
@@ -202,3 +205,34 @@ func makeResult(alg Algorithm, l Limit, allowed bool, remaining, retryUS, resetU
 }
 
 func usToDuration(us int64) time.Duration { return time.Duration(max(us, 0)) * time.Microsecond }
+
+// timeLog is a ring of times, oldest first, that grows by doubling; in a
+// steady state it allocates nothing. Copies share the ring, so only the copy
+// that is stored back may push.
+type timeLog struct {
+	buf  []int64 // length a power of two, or 0
+	head int
+	n    int
+}
+
+func (l *timeLog) at(i int64) int64 { return l.buf[(l.head+int(i))&(len(l.buf)-1)] }
+
+// dropThrough removes the times at or before cutoff.
+func (l *timeLog) dropThrough(cutoff int64) {
+	for l.n > 0 && l.buf[l.head] <= cutoff {
+		l.head = (l.head + 1) & (len(l.buf) - 1)
+		l.n--
+	}
+}
+
+func (l *timeLog) push(t int64) {
+	if l.n == len(l.buf) {
+		grown := make([]int64, max(4, 2*len(l.buf)))
+		for i := range l.n {
+			grown[i] = l.at(int64(i))
+		}
+		l.buf, l.head = grown, 0
+	}
+	l.buf[(l.head+l.n)&(len(l.buf)-1)] = t
+	l.n++
+}

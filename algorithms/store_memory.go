@@ -25,15 +25,9 @@ type MemoryStore struct {
 
 type memoryShard struct {
 	mu        sync.Mutex
-	entries   map[entryKey]*entry
-	nextSweep int64    // µs
-	_         [40]byte // keeps neighbouring shards' locks off one cache line
-}
-
-// entryKey files an entry by the limit it belongs to and the caller's key.
-type entryKey struct {
-	spec uint32
-	key  string
+	entries   []map[string]*entry // by limit id, then by the caller's key
+	nextSweep int64               // µs
+	_         [40]byte            // keeps neighbouring shards' locks off one cache line
 }
 
 // NewMemoryStore returns a store that keeps state in process memory. Options
@@ -41,9 +35,6 @@ type entryKey struct {
 func NewMemoryStore(opts ...StoreOption) Store {
 	cfg, err := newStoreConfig(opts)
 	s := &MemoryStore{cfg: cfg, err: err, seed: maphash.MakeSeed(), specs: map[string]uint32{}}
-	for i := range s.shards {
-		s.shards[i].entries = map[entryKey]*entry{}
-	}
 	return s
 }
 
@@ -54,7 +45,9 @@ func (s *MemoryStore) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.entries)
+		for _, m := range sh.entries {
+			n += len(m)
+		}
 		sh.mu.Unlock()
 	}
 	return n
@@ -108,32 +101,60 @@ func (l *memoryLimiter) Allow(ctx context.Context, key string, cost int) (Result
 		sh.sweep(now)
 		sh.nextSweep = now + s.cfg.sweep.Microseconds()
 	}
-	// Most limiters have one or two limits; the array keeps them off the heap.
-	var buf [4]*entry
-	entries := buf[:0]
+	// Most limiters have one or two limits; the arrays keep them off the heap.
+	var stored [4]*entry
+	var next [4]entry
 	b := newBinding()
 	for i, spec := range l.specs {
-		e := sh.entries[entryKey{spec, key}]
-		if e == nil {
-			e = &entry{}
-			sh.entries[entryKey{spec, key}] = e
+		e := sh.lookup(spec, key)
+		v, n := e.check(l.alg, now, l.params[i], c)
+		b.add(i, v)
+		if i < len(next) {
+			stored[i], next[i] = e, n
 		}
-		entries = append(entries, e)
-		b.add(i, e.check(l.alg, now, l.params[i], c))
 	}
 	if b.allowed {
-		for i, e := range entries {
-			e.commit(l.alg, now, l.params[i], c)
+		for i, spec := range l.specs {
+			p := l.params[i]
+			var e *entry
+			var n entry
+			if i < len(next) {
+				e, n = stored[i], next[i]
+			} else {
+				// More limits than the arrays hold: check is pure and the
+				// lock is held, so checking again gives the same entry.
+				e = sh.lookup(spec, key)
+				_, n = e.check(l.alg, now, p, c)
+			}
+			*e = n
+			e.commit(l.alg, now, p, c)
 		}
 	}
 	return b.result(l.alg, l.limits), nil
 }
 
+// lookup returns the entry of one limit for key, creating it when missing.
+// The caller holds sh.mu.
+func (sh *memoryShard) lookup(spec uint32, key string) *entry {
+	for int(spec) >= len(sh.entries) {
+		sh.entries = append(sh.entries, map[string]*entry{})
+	}
+	m := sh.entries[spec]
+	e := m[key]
+	if e == nil {
+		e = &entry{}
+		m[key] = e
+	}
+	return e
+}
+
 // sweep drops entries whose state no longer matters. The caller holds sh.mu.
 func (sh *memoryShard) sweep(now int64) {
-	for k, e := range sh.entries {
-		if e.expires <= now {
-			delete(sh.entries, k)
+	for _, m := range sh.entries {
+		for k, e := range m {
+			if e.expires <= now {
+				delete(m, k)
+			}
 		}
 	}
 }

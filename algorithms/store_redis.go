@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -52,11 +53,14 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (Limiter, error) 
 		return nil, s.err
 	}
 	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{"}
-	l.args = make([]any, 1, 1+3*len(limits))
+	args := make([]any, 1, 1+3*len(limits))
 	for _, lim := range limits {
 		p := paramsOf(lim)
 		l.suffixes = append(l.suffixes, "}:"+stateName(alg, lim))
-		l.args = append(l.args, strconv.FormatInt(p.rate, 10), strconv.FormatInt(p.period, 10), strconv.FormatInt(p.burst, 10))
+		args = append(args, strconv.FormatInt(p.rate, 10), strconv.FormatInt(p.period, 10), strconv.FormatInt(p.burst, 10))
+	}
+	l.calls.New = func() any {
+		return &redisCall{keys: make([]string, len(limits)), args: append([]any(nil), args...)}
 	}
 	return l, nil
 }
@@ -77,9 +81,9 @@ type redisLimiter struct {
 	script   *redis.Script
 	alg      Algorithm
 	limits   []Limit
-	prefix   string   // "<prefix>:{"
-	suffixes []string // "}:<state name>", one per limit
-	args     []any    // cost placeholder, then rate, period, burst per limit
+	prefix   string    // "<prefix>:{"
+	suffixes []string  // "}:<state name>", one per limit
+	calls    sync.Pool // *redisCall: keys, then cost and rate, period, burst per limit
 }
 
 // Allow implements Limiter with one EVALSHA (EVAL when Redis has lost the
@@ -88,19 +92,50 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	if err := checkRequest(l.alg, l.limits, key, cost); err != nil {
 		return Result{}, err
 	}
-	keys := make([]string, len(l.suffixes))
+	call := l.calls.Get().(*redisCall)
+	defer l.calls.Put(call)
 	for i, suffix := range l.suffixes {
-		keys[i] = l.prefix + key + suffix
+		call.keys[i] = l.prefix + key + suffix
 	}
-	args := make([]any, len(l.args))
-	copy(args, l.args)
-	args[0] = cost
-	reply, err := l.script.Run(ctx, l.client, keys, args...).Int64Slice()
+	call.args[0] = cost
+	reply, err := l.script.Run(ctx, l.client, call.keys, call.args...).Text()
 	if err != nil {
 		return Result{}, fmt.Errorf("algorithms: redis %s: %w", l.alg, err)
 	}
-	if len(reply) != 5 || reply[1] < 1 || int(reply[1]) > len(l.limits) {
-		return Result{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, reply)
+	var f [5]int64
+	if !parseReply(reply, f[:]) || f[1] < 1 || f[1] > int64(len(l.limits)) {
+		return Result{}, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
 	}
-	return makeResult(l.alg, l.limits[reply[1]-1], reply[0] == 1, reply[2], reply[3], reply[4]), nil
+	return makeResult(l.alg, l.limits[f[1]-1], f[0] == 1, f[2], f[3], f[4]), nil
+}
+
+// redisCall holds the slices of one script call, reused across calls: go-redis
+// copies them into its command before Run returns.
+type redisCall struct {
+	keys []string
+	args []any
+}
+
+// parseReply reads len(f) non-negative integers separated by single spaces.
+func parseReply(s string, f []int64) bool {
+	i := 0
+	for n := range f {
+		start := i
+		var v int64
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' && i-start < 18 {
+			v = v*10 + int64(s[i]-'0')
+			i++
+		}
+		if i == start {
+			return false
+		}
+		f[n] = v
+		if n < len(f)-1 {
+			if i >= len(s) || s[i] != ' ' {
+				return false
+			}
+			i++
+		}
+	}
+	return i == len(s)
 }

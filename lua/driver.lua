@@ -28,10 +28,12 @@ for i = 1, #KEYS do
   end
 end
 
+-- One string rather than an array of integers: the client decodes it with
+-- fewer allocations.
 if allowed == 0 then
-  return {0, deny_bind, deny_remaining, deny_retry, deny_reset}
+  return string.format('0 %d %d %d %d', deny_bind, deny_remaining, deny_retry, deny_reset)
 end
 for i = 1, #KEYS do
   commit(i, KEYS[i], now, cost)
 end
-return {1, bind, bind_remaining, 0, bind_reset}
+return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)

@@ -5,8 +5,9 @@
 // and commit, followed by driver.lua, which runs them for every limit of one
 // decision. KEYS[i] holds the state of limit i; ARGV[1] is the cost, followed
 // by rate, period (microseconds) and burst for each limit, in KEYS order. The
-// script returns {allowed, binding limit index (1-based), remaining,
-// retry-after µs, reset-after µs}.
+// script returns one string of five integers separated by spaces: allowed (1
+// or 0), the binding limit's index (from 1), remaining, retry-after in µs and
+// reset-after in µs.
 package lua
 
 import (

@@ -1,0 +1,182 @@
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestNewRefusesBadInput(t *testing.T) {
+	mem := NewMemoryStore()
+	tests := []struct {
+		name   string
+		store  Store
+		alg    Algorithm
+		limits []Limit
+		want   error
+	}{
+		{"unknown algorithm", mem, "lottery", []Limit{PerSecond(1)}, ErrUnknownAlgorithm},
+		{"empty algorithm", mem, "", []Limit{PerSecond(1)}, ErrUnknownAlgorithm},
+		{"no limits", mem, FixedWindow, nil, ErrInvalidLimit},
+		{"zero rate", mem, FixedWindow, []Limit{{Rate: 0, Period: time.Second}}, ErrInvalidLimit},
+		{"negative rate", mem, FixedWindow, []Limit{{Rate: -1, Period: time.Second}}, ErrInvalidLimit},
+		{"zero period", mem, FixedWindow, []Limit{{Rate: 1}}, ErrInvalidLimit},
+		{"negative period", mem, TokenBucket, []Limit{{Rate: 1, Period: -time.Second}}, ErrInvalidLimit},
+		{"period under a millisecond", mem, TokenBucket, []Limit{{Rate: 1, Period: 999 * time.Microsecond}}, ErrInvalidLimit},
+		{"period with nanoseconds", mem, TokenBucket, []Limit{{Rate: 1, Period: time.Second + 1}}, ErrInvalidLimit},
+		{"negative burst", mem, TokenBucket, []Limit{{Rate: 1, Period: time.Second, Burst: -1}}, ErrInvalidLimit},
+		{"too large to be exact", mem, LeakyBucket, []Limit{{Rate: 1 << 30, Period: 24 * time.Hour}}, ErrInvalidLimit},
+		{"one bad limit of two", mem, SlidingWindowLog, []Limit{PerSecond(1), {Rate: 0, Period: time.Second}}, ErrInvalidLimit},
+		{"nil store", nil, FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"nil clock", NewMemoryStore(WithClock(nil)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"prefix with a brace", NewMemoryStore(WithPrefix("a{b")), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"empty prefix", NewRedisStore(nil, WithPrefix("")), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"nil redis client", NewRedisStore(nil), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"zero sweep interval", NewMemoryStore(WithSweepInterval(0)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := New(tt.store, tt.alg, tt.limits...)
+			if !errors.Is(err, tt.want) || l != nil {
+				t.Fatalf("New: (%v, %v), want error %v", l, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestAllowRefusesBadRequests(t *testing.T) {
+	for _, alg := range Algorithms {
+		l, err := New(NewMemoryStore(), alg, Limit{Rate: 5, Period: time.Second, Burst: 3}, PerMinute(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bucket := alg == TokenBucket || alg == LeakyBucket
+		tests := []struct {
+			key  string
+			cost int
+			want error
+		}{
+			{"", 1, ErrInvalidKey},
+			{strings.Repeat("k", MaxKeyLength+1), 1, ErrInvalidKey},
+			{"k", 0, ErrInvalidCost},
+			{"k", -3, ErrInvalidCost},
+			{"k", 6, ErrCostExceedsLimit},
+			{"k", 5, ErrCostExceedsLimit}, // the per-minute limit holds 4
+		}
+		if bucket {
+			tests = append(tests, struct {
+				key  string
+				cost int
+				want error
+			}{"k", 4, ErrCostExceedsLimit}) // the bucket holds 3
+		}
+		for _, tt := range tests {
+			r, err := l.Allow(context.Background(), tt.key, tt.cost)
+			if !errors.Is(err, tt.want) || r.Allowed {
+				t.Errorf("%s: Allow(len %d, cost %d) = (%+v, %v), want error %v", alg, len(tt.key), tt.cost, r, err, tt.want)
+			}
+		}
+		// The longest key is fine, and nothing above consumed anything.
+		r, err := l.Allow(context.Background(), strings.Repeat("k", MaxKeyLength), 1)
+		if err != nil || !r.Allowed {
+			t.Errorf("%s: longest key: (%+v, %v)", alg, r, err)
+		}
+		r, err = l.Allow(context.Background(), "k", 3)
+		if err != nil || !r.Allowed {
+			t.Errorf("%s: full cost after refused requests: (%+v, %v)", alg, r, err)
+		}
+	}
+}
+
+func TestMemoryContextDone(t *testing.T) {
+	l, _ := New(NewMemoryStore(), FixedWindow, PerSecond(1))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Allow(ctx, "k", 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Allow with a cancelled context: %v", err)
+	}
+}
+
+// Keys that went quiet are dropped by the next sweep of their shard.
+func TestMemoryReclaimsQuietKeys(t *testing.T) {
+	for _, alg := range Algorithms {
+		var mu sync.Mutex
+		now := start
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		store := NewMemoryStore(WithClock(clock), WithSweepInterval(time.Second)).(*MemoryStore)
+		l, err := New(store, alg, PerSecond(2), PerMinute(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 1000 {
+			if _, err := l.Allow(context.Background(), fmt.Sprint("old", i), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := store.Len(); n != 2000 {
+			t.Fatalf("%s: %d entries after 1000 keys × 2 limits", alg, n)
+		}
+		mu.Lock()
+		now = now.Add(2 * time.Minute) // past every limit's need, and past the sweep interval
+		mu.Unlock()
+		for i := range 1000 {
+			if _, err := l.Allow(context.Background(), fmt.Sprint("new", i), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := store.Len(); n != 2000 {
+			t.Fatalf("%s: %d entries after the old keys went quiet, want only the 2000 new ones", alg, n)
+		}
+	}
+}
+
+// Many goroutines on one key of the memory store: exactly the limit passes.
+func TestMemoryExactUnderConcurrency(t *testing.T) {
+	for _, alg := range Algorithms {
+		l, err := New(NewMemoryStore(), alg, PerHour(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				for range 20 {
+					r, err := l.Allow(context.Background(), "shared", 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Allowed {
+						allowed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if allowed.Load() != 100 {
+			t.Fatalf("%s: %d of 1000 allowed, want 100", alg, allowed.Load())
+		}
+	}
+}
+
+func TestLimitHelpers(t *testing.T) {
+	tests := []struct {
+		got, want Limit
+		str       string
+	}{
+		{PerSecond(10), Limit{Rate: 10, Period: time.Second}, "10/1s"},
+		{PerMinute(60), Limit{Rate: 60, Period: time.Minute}, "60/1m0s"},
+		{PerHour(1000).WithBurst(50), Limit{Rate: 1000, Period: time.Hour, Burst: 50}, "1000/1h0m0s burst 50"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want || tt.got.String() != tt.str {
+			t.Errorf("got %+v %q, want %+v %q", tt.got, tt.got.String(), tt.want, tt.str)
+		}
+	}
+}

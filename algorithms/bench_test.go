@@ -1,0 +1,85 @@
+package algorithms
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// benchKeys are the identities the benchmarks spread requests over.
+var benchKeys = func() []string {
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("ip:10.0.%d.%d", i/256, i%256)
+	}
+	return keys
+}()
+
+// benchLimit is high enough that every benchmarked request is allowed, and
+// keeps the sliding log to a few thousand entries per key.
+var benchLimit = Limit{Rate: 1_000_000, Period: time.Second}
+
+func runAllowBench(b *testing.B, l Limiter) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			r, err := l.Allow(ctx, benchKeys[i&(len(benchKeys)-1)], 1)
+			if err != nil || !r.Allowed {
+				b.Errorf("Allow: %+v, %v", r, err)
+				return
+			}
+			i++
+		}
+	})
+}
+
+func BenchmarkMemoryAllow(b *testing.B) {
+	for _, alg := range Algorithms {
+		b.Run(string(alg), func(b *testing.B) {
+			l, err := New(NewMemoryStore(), alg, benchLimit)
+			if err != nil {
+				b.Fatal(err)
+			}
+			runAllowBench(b, l)
+		})
+	}
+}
+
+// BenchmarkRedisAllow runs 50 goroutines against one real Redis server, and
+// measures a bare EVALSHA of a one-line script in the same run as the
+// baseline: the cost of one round trip.
+func BenchmarkRedisAllow(b *testing.B) {
+	addr := redistest.Standalone(b)
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+	defer c.Close()
+	b.Run("baseline_evalsha", func(b *testing.B) {
+		script := redis.NewScript("return 1")
+		b.ReportAllocs()
+		b.SetParallelism(25)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := script.Run(context.Background(), c, []string{"k"}).Err(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	for _, alg := range Algorithms {
+		b.Run(string(alg), func(b *testing.B) {
+			l, err := New(NewRedisStore(c), alg, benchLimit)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetParallelism(25)
+			runAllowBench(b, l)
+		})
+	}
+}

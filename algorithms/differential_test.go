@@ -1,0 +1,149 @@
+package algorithms
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Random sequences, microsecond by microsecond, on the memory store and on
+// the Lua scripts (in miniredis): every Result must be identical, and every
+// Result must keep the promises of the Result type. Deny-then-wait steps
+// check that RetryAfter is exactly the wait a denied caller needs, and
+// reset steps that after ResetAfter the whole quota is there again.
+
+var differentialLimits = [][]Limit{
+	{PerSecond(3)},
+	{{Rate: 7, Period: time.Second, Burst: 10}},
+	{{Rate: 5, Period: 250 * ms, Burst: 2}},
+	{{Rate: 3, Period: 333_333 * time.Microsecond}},
+	{PerSecond(4), {Rate: 10, Period: 5 * time.Second, Burst: 6}},
+	{{Rate: 100, Period: time.Minute}, {Rate: 2, Period: 100 * ms}},
+	{PerSecond(9), PerSecond(8), PerSecond(7), PerSecond(6), {Rate: 5, Period: 2 * time.Second}, {Rate: 4, Period: 3 * time.Second}},
+}
+
+func TestDifferentialMemoryAndScripts(t *testing.T) {
+	for _, alg := range Algorithms {
+		for li, limits := range differentialLimits {
+			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
+				t.Parallel()
+				runDifferential(t, alg, limits, uint64(li)+1)
+			})
+		}
+	}
+}
+
+func runDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64) {
+	m := miniredis.RunT(t)
+	m.SetTime(start)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	var mu sync.Mutex
+	now := start
+	mem, err := New(NewMemoryStore(WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })), alg, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	red, err := New(NewRedisStore(c), alg, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxCost := quota(alg, limits[0])
+	for _, l := range limits {
+		maxCost = min(maxCost, quota(alg, l))
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+		m.SetTime(now)
+		m.FastForward(d)
+	}
+	ctx := context.Background()
+	both := func(step int, key string, cost int) Result {
+		t.Helper()
+		a, err := mem.Allow(ctx, key, cost)
+		if err != nil {
+			t.Fatalf("step %d: memory: %v", step, err)
+		}
+		b, err := red.Allow(ctx, key, cost)
+		if err != nil {
+			t.Fatalf("step %d: redis: %v", step, err)
+		}
+		if a != b {
+			t.Fatalf("step %d (key %s, cost %d): stores disagree\n memory %+v\n redis  %+v", step, key, cost, a, b)
+		}
+		checkInvariants(t, step, a, limits)
+		return a
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(len(alg))))
+	keys := []string{"x", "y", "z"}
+	for step := range 300 {
+		switch r := rng.IntN(10); {
+		case r < 4:
+			advance(time.Duration(rng.Int64N(int64(limits[0].Period/4))) / time.Microsecond * time.Microsecond)
+		case r < 5:
+			advance(0) // same microsecond
+		}
+		key := keys[rng.IntN(len(keys))]
+		cost := 1 + rng.IntN(maxCost)
+		res := both(step, key, cost)
+		if res.Allowed || rng.IntN(3) != 0 {
+			continue
+		}
+		// Waiting one microsecond less than RetryAfter is not enough (and a
+		// denied request consumes nothing, so asking again changes nothing);
+		// waiting exactly RetryAfter is.
+		if res.RetryAfter > time.Microsecond {
+			advance(res.RetryAfter - time.Microsecond)
+			if again := both(step, key, cost); again.Allowed {
+				t.Fatalf("step %d: allowed 1µs before RetryAfter %s: %+v", step, res.RetryAfter, again)
+			}
+			advance(time.Microsecond)
+		} else {
+			advance(res.RetryAfter)
+		}
+		if again := both(step, key, cost); !again.Allowed {
+			t.Fatalf("step %d: denied after waiting RetryAfter %s: %+v", step, res.RetryAfter, again)
+		}
+		// After ResetAfter of a single limit the whole quota is back.
+		if len(limits) == 1 && rng.IntN(2) == 0 {
+			again := both(step, key, 1)
+			advance(again.ResetAfter)
+			full := both(step, key, again.Limit)
+			if !full.Allowed || full.Remaining != 0 {
+				t.Fatalf("step %d: after ResetAfter %s the whole quota %d did not pass: %+v", step, again.ResetAfter, again.Limit, full)
+			}
+		}
+	}
+}
+
+// checkInvariants holds every Result to the promises of its fields.
+func checkInvariants(t *testing.T, step int, r Result, limits []Limit) {
+	t.Helper()
+	var period time.Duration
+	for _, l := range limits {
+		if l.Period == r.Period {
+			period = l.Period
+		}
+	}
+	switch {
+	case period == 0:
+		t.Fatalf("step %d: Period %s is none of the limits", step, r.Period)
+	case r.Remaining < 0 || r.Remaining > r.Limit:
+		t.Fatalf("step %d: Remaining %d outside [0, %d]", step, r.Remaining, r.Limit)
+	case r.Allowed && r.RetryAfter != 0:
+		t.Fatalf("step %d: allowed with RetryAfter %s", step, r.RetryAfter)
+	case !r.Allowed && r.RetryAfter <= 0:
+		t.Fatalf("step %d: denied with RetryAfter %s", step, r.RetryAfter)
+	case r.ResetAfter < 0 || r.ResetAfter > 2*period:
+		t.Fatalf("step %d: ResetAfter %s outside [0, 2×%s]", step, r.ResetAfter, period)
+	case r.Allowed && r.ResetAfter == 0:
+		t.Fatalf("step %d: allowed with ResetAfter 0", step)
+	}
+}
