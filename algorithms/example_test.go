@@ -1,0 +1,64 @@
+package algorithms_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// A limiter in process memory, with a clock the example moves by hand.
+func ExampleNew() {
+	now := time.Unix(1_800_000_000, 0)
+	store := algorithms.NewMemoryStore(algorithms.WithClock(func() time.Time { return now }))
+	limiter, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerSecond(2))
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		r, _ := limiter.Allow(context.Background(), "user:42", 1)
+		fmt.Printf("allowed=%v remaining=%d retry=%s\n", r.Allowed, r.Remaining, r.RetryAfter)
+	}
+	now = now.Add(time.Second)
+	r, _ := limiter.Allow(context.Background(), "user:42", 1)
+	fmt.Printf("a second later: allowed=%v remaining=%d\n", r.Allowed, r.Remaining)
+	// Output:
+	// allowed=true remaining=1 retry=0s
+	// allowed=true remaining=0 retry=0s
+	// allowed=false remaining=0 retry=1s
+	// a second later: allowed=true remaining=1
+}
+
+// Several limits decided together: a request passes only when both allow it.
+func ExampleNew_severalLimits() {
+	store := algorithms.NewMemoryStore()
+	limiter, err := algorithms.New(store, algorithms.SlidingWindowLog,
+		algorithms.PerSecond(10), algorithms.PerHour(1000))
+	if err != nil {
+		panic(err)
+	}
+	r, _ := limiter.Allow(context.Background(), "user:42", 1)
+	fmt.Println(r.Allowed, r.Limit, r.Remaining, r.Period)
+	// Output: true 10 9 1s
+}
+
+// A token bucket in Redis, shared by every instance that uses the same Redis.
+func ExampleNewRedisStore() {
+	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	store := algorithms.NewRedisStore(client, algorithms.WithPrefix("myapp"))
+	limiter, err := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(60).WithBurst(10))
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	r, err := limiter.Allow(ctx, "api-key:3f2a", 1)
+	if err != nil {
+		fmt.Println("redis unavailable:", err)
+		return
+	}
+	fmt.Println(r.Allowed, r.Remaining)
+}
