@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+func newTestAPI(t *testing.T) *httptest.Server {
+	t.Helper()
+	cfg := config{jwtSecret: "test-secret", proKeys: "pro-1, pro-2"}
+	h, err := newAPI(algorithms.NewMemoryStore(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func do(t *testing.T, srv *httptest.Server, method, path string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// statuses sends n requests and returns their statuses.
+func statuses(t *testing.T, srv *httptest.Server, method, path string, header map[string]string, n int) []int {
+	var got []int
+	for range n {
+		got = append(got, do(t, srv, method, path, header).StatusCode)
+	}
+	return got
+}
+
+func count(codes []int, code int) int {
+	n := 0
+	for _, c := range codes {
+		if c == code {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRouteList(t *testing.T) {
+	srv := newTestAPI(t)
+	resp, err := srv.Client().Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Routes []struct {
+			Method    string `json:"method"`
+			Path      string `json:"path"`
+			Algorithm string `json:"algorithm"`
+			Limits    []struct {
+				Rate          int     `json:"rate"`
+				PeriodSeconds float64 `json:"period_seconds"`
+			} `json:"limits"`
+			Key string `json:"key"`
+		} `json:"routes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	algs, keys := map[string]bool{}, map[string]bool{}
+	for _, r := range body.Routes {
+		if r.Method == "" || !strings.HasPrefix(r.Path, "/") || len(r.Limits) == 0 {
+			t.Errorf("incomplete route %+v", r)
+		}
+		for _, l := range r.Limits {
+			if l.Rate <= 0 || l.PeriodSeconds <= 0 {
+				t.Errorf("route %s: limit %+v", r.Path, l)
+			}
+		}
+		algs[r.Algorithm], keys[r.Key] = true, true
+	}
+	for _, a := range algorithms.Algorithms {
+		if !algs[string(a)] {
+			t.Errorf("no route shows %s", a)
+		}
+	}
+	for _, k := range []string{"ip", "api_key", "jwt"} {
+		if !keys[k] {
+			t.Errorf("no route keyed by %s", k)
+		}
+	}
+	if len(keys) != 3 {
+		t.Errorf("key kinds %v, want only ip, api_key, jwt", keys)
+	}
+}
+
+func TestLoginIsStrict(t *testing.T) {
+	srv := newTestAPI(t)
+	got := statuses(t, srv, http.MethodPost, "/login", nil, 7)
+	if count(got[:5], http.StatusOK) != 5 || count(got[5:], http.StatusTooManyRequests) != 2 {
+		t.Fatalf("login statuses %v, want 5 × 200 then 429", got)
+	}
+	resp := do(t, srv, http.MethodPost, "/login", nil)
+	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || retry < 1 || retry > 60 {
+		t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
+	}
+	if resp.Header.Get("X-RateLimit-Limit") != "5" || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("headers %v", resp.Header)
+	}
+	// Another route has its own counter.
+	if got := do(t, srv, http.MethodGet, "/api/items", nil).StatusCode; got != http.StatusOK {
+		t.Fatalf("/api/items after /login ran out: %d", got)
+	}
+}
+
+func TestJWTRoute(t *testing.T) {
+	srv := newTestAPI(t)
+	good, err := mintToken("test-secret", "alice", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _ := mintToken("another-secret", "alice", time.Now(), time.Hour)
+	expired, _ := mintToken("test-secret", "alice", time.Now().Add(-2*time.Hour), time.Hour)
+	tests := []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"no token", nil, http.StatusUnauthorized},
+		{"forged", map[string]string{"Authorization": "Bearer " + forged}, http.StatusUnauthorized},
+		{"expired", map[string]string{"Authorization": "Bearer " + expired}, http.StatusUnauthorized},
+		{"valid", map[string]string{"Authorization": "Bearer " + good}, http.StatusOK},
+	}
+	for _, tt := range tests {
+		if got := do(t, srv, http.MethodGet, "/api/me", tt.header).StatusCode; got != tt.want {
+			t.Errorf("%s: status %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	// The leaky bucket holds 4: three more pass, then the fifth is refused.
+	got := statuses(t, srv, http.MethodGet, "/api/me", map[string]string{"Authorization": "Bearer " + good}, 4)
+	if count(got[:3], http.StatusOK) != 3 || got[3] != http.StatusTooManyRequests {
+		t.Fatalf("statuses %v, want 3 × 200 then 429", got)
+	}
+}
+
+func TestTiers(t *testing.T) {
+	srv := newTestAPI(t)
+	free := statuses(t, srv, http.MethodGet, "/api/plan", map[string]string{"X-API-Key": "free-user"}, 7)
+	if count(free, http.StatusOK) != 5 {
+		t.Fatalf("free plan statuses %v, want 5 passes", free)
+	}
+	pro := statuses(t, srv, http.MethodGet, "/api/plan", map[string]string{"X-API-Key": "pro-2"}, 20)
+	if count(pro, http.StatusOK) != 20 {
+		t.Fatalf("pro plan statuses %v, want all 20 to pass", pro)
+	}
+	if got := do(t, srv, http.MethodGet, "/api/plan", nil).StatusCode; got != http.StatusUnauthorized {
+		t.Fatalf("no API key: %d, want 401", got)
+	}
+}
+
+func TestCostAboveOne(t *testing.T) {
+	srv := newTestAPI(t)
+	got := statuses(t, srv, http.MethodPost, "/api/export", nil, 3)
+	if got[0] != http.StatusOK || got[1] != http.StatusOK || got[2] != http.StatusTooManyRequests {
+		t.Fatalf("export statuses %v, want two passes of cost 5 from a bucket of 10, then 429", got)
+	}
+}
+
+func TestMintToken(t *testing.T) {
+	var out strings.Builder
+	if err := run(context.Background(), []string{"-jwt-secret", "s3", "-mint-token", "bob"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if parts := strings.Split(strings.TrimSpace(out.String()), "."); len(parts) != 3 {
+		t.Fatalf("minted %q, want a JWS compact token", out.String())
+	}
+}
+
+// run serves until its context ends, then shuts down cleanly.
+func TestRunServesAndShutsDown(t *testing.T) {
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, pw); pw.Close() }()
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() {
+		t.Fatal("no start-up line")
+	}
+	first := lines.Text()
+	go io.Copy(io.Discard, pr)
+	if !strings.Contains(first, "memory") {
+		t.Errorf("start-up line %q does not name the store", first)
+	}
+	url := strings.Fields(first[strings.Index(first, "http://"):])[0]
+	url = strings.TrimSuffix(url, ",")
+	resp, err := http.Get(url + "/api/items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Policy") == "" {
+		t.Fatalf("GET /api/items: %d %v", resp.StatusCode, resp.Header)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run after cancel: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not shut down")
+	}
+}
