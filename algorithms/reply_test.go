@@ -28,3 +28,24 @@ func TestParseReply(t *testing.T) {
 		}
 	}
 }
+
+func TestHashTagSafe(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"ip:192.0.2.1", "ip:192.0.2.1"},
+		{"route:/users/{id}|ip:192.0.2.1", "route:/users/%7Bid%7D|ip:192.0.2.1"},
+		{"a%7Bb", "a%257Bb"},
+		{"a{b", "a%7Bb"},
+		{"}", "%7D"},
+	}
+	seen := map[string]string{}
+	for _, tt := range tests {
+		got := hashTagSafe(tt.in)
+		if got != tt.want {
+			t.Errorf("hashTagSafe(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if other, ok := seen[got]; ok {
+			t.Errorf("%q and %q escape alike", tt.in, other)
+		}
+		seen[got] = tt.in
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -31,7 +32,9 @@ var scripts = map[Algorithm]*redis.Script{
 //
 // Keys are "<prefix>:{<key>}:<algorithm>:<rate>:<period µs>" with
 // ":<burst>" added for the bucket algorithms. The braces make the caller's
-// key the hash tag, so all keys of one decision lie in one Cluster slot.
+// key the hash tag, so all keys of one decision lie in one Cluster slot;
+// '{', '}' and '%' in the caller's key are percent-escaped so the tag is
+// always the whole key.
 type RedisStore struct {
 	client redis.UniversalClient
 	cfg    storeConfig
@@ -94,8 +97,9 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	}
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)
+	tag := hashTagSafe(key)
 	for i, suffix := range l.suffixes {
-		call.keys[i] = l.prefix + key + suffix
+		call.keys[i] = l.prefix + tag + suffix
 	}
 	call.args[0] = cost
 	reply, err := l.script.Run(ctx, l.client, call.keys, call.args...).Text()
@@ -108,6 +112,19 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	}
 	return makeResult(l.alg, l.limits[f[1]-1], f[0] == 1, f[2], f[3], f[4]), nil
 }
+
+// hashTagSafe escapes '{', '}' and '%' in key, so that the whole key, and
+// not a piece of it up to a '}', is the Cluster hash tag: keys such as
+// "route:/users/{id}|ip:192.0.2.1" would otherwise put every client of a
+// route in one slot. Escaping '%' too keeps distinct keys distinct.
+func hashTagSafe(key string) string {
+	if !strings.ContainsAny(key, "{}%") {
+		return key
+	}
+	return tagEscaper.Replace(key)
+}
+
+var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 // redisCall holds the slices of one script call, reused across calls: go-redis
 // copies them into its command before Run returns.

@@ -23,18 +23,19 @@ const (
 	clusterPortMin = 30000
 	clusterPortMax = 54999
 	// createTimeout bounds redis-cli --cluster create, which waits itself
-	// for the nodes to agree on the configuration.
-	createTimeout = 30 * time.Second
+	// for the nodes to agree on the configuration. It takes 2-3 s on an
+	// idle machine, but over 10 s has been seen on a loaded one.
+	createTimeout = 60 * time.Second
 	// clusterReadyTimeout bounds the wait for every node to report the
 	// cluster healthy after creation.
-	clusterReadyTimeout = 20 * time.Second
+	clusterReadyTimeout = 30 * time.Second
 )
 
 // Cluster starts a three-master Redis Cluster on free loopback ports and
-// returns the nodes' "127.0.0.1:port" addresses, in the order the slots were
-// assigned. It returns only once every node reports cluster_state:ok with all
-// 16384 slots assigned and knows all three nodes, so a cluster client can be
-// pointed at any address and used at once. The nodes are stopped when the
+// returns the nodes' "127.0.0.1:port" addresses. It returns only once every
+// node reports cluster_state:ok with all 16384 slots assigned and knows all
+// three nodes, so a cluster client can be pointed at any address and used at
+// once. The nodes are stopped when the
 // test ends; Stop(t, addr) stops one early. It needs redis-server and
 // redis-cli, which create the cluster, and skips or fails as Require does.
 func Cluster(t testing.TB) []string {
@@ -53,6 +54,7 @@ func StartCluster(t testing.TB) []*Server {
 	t.Helper()
 	requireBinaries(t, "redis-server", "redis-cli")
 
+	began := time.Now()
 	nodes := make([]*Server, clusterNodes)
 	addrs := make([]string, clusterNodes)
 	for i := range nodes {
@@ -65,6 +67,7 @@ func StartCluster(t testing.TB) []*Server {
 		addrs[i] = nodes[i].Addr
 	}
 
+	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, addrs...)
@@ -74,9 +77,14 @@ func StartCluster(t testing.TB) []*Server {
 		t.Fatalf("redistest: redis-cli --cluster create failed: %v\n%s%s", err, out, nodeLogs(nodes))
 	}
 
+	created := time.Now()
 	if err := waitClusterReady(addrs); err != nil {
 		t.Fatalf("redistest: cluster not ready: %v\nredis-cli output:\n%s%s", err, out, nodeLogs(nodes))
 	}
+	// The phases' times show where a slow start went, on a loaded machine.
+	t.Logf("redistest: cluster %v ready in %v (nodes up %v, redis-cli %v, settling %v)",
+		addrs, time.Since(began).Round(time.Millisecond), started.Sub(began).Round(time.Millisecond),
+		created.Sub(started).Round(time.Millisecond), time.Since(created).Round(time.Millisecond))
 	return nodes
 }
 

@@ -80,9 +80,11 @@ type Server struct {
 	once    sync.Once
 }
 
-// registry maps the address of every running server to its Server, so that
-// Stop(t, addr) works for tests that only kept the address from Standalone
-// or Cluster.
+// registry maps the address of every server whose test has not ended to its
+// Server, so that Stop(t, addr) works for tests that only kept the address
+// from Standalone or Cluster. A stopped server stays listed until its test
+// ends, so that stopping it again by address is as harmless as Server.Stop;
+// if a later server takes the same port, it replaces the entry.
 var registry = struct {
 	sync.Mutex
 	servers map[string]*Server
@@ -107,15 +109,16 @@ func Standalone(t testing.TB) string {
 }
 
 // Stop stops the server that this package started at addr, as Server.Stop
-// does. It fails the test if no running server of this package has that
-// address, since stopping anything else is never intended.
+// does; stopping it again is a no-op. It fails the test if this package
+// started no server at addr in a test that is still running, since stopping
+// anything else is never intended.
 func Stop(t testing.TB, addr string) {
 	t.Helper()
 	registry.Lock()
 	s := registry.servers[addr]
 	registry.Unlock()
 	if s == nil {
-		t.Fatalf("redistest: no running server of this package at %s", addr)
+		t.Fatalf("redistest: this package started no server at %s (or its test has ended)", addr)
 	}
 	s.Stop()
 }
@@ -126,12 +129,6 @@ func Stop(t testing.TB, addr string) {
 // again, or concurrently, is safe and does nothing more.
 func (s *Server) Stop() {
 	s.once.Do(func() {
-		registry.Lock()
-		if registry.servers[s.Addr] == s {
-			delete(registry.servers, s.Addr)
-		}
-		registry.Unlock()
-
 		_ = s.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-s.exited:
@@ -241,7 +238,14 @@ func launch(t testing.TB, port int, extra []string) (*Server, error) {
 	registry.Lock()
 	registry.servers[s.Addr] = s
 	registry.Unlock()
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() {
+		s.Stop()
+		registry.Lock()
+		if registry.servers[s.Addr] == s {
+			delete(registry.servers, s.Addr)
+		}
+		registry.Unlock()
+	})
 	return s, nil
 }
 

@@ -1,0 +1,62 @@
+# Developer and CI entry points for redlimit.
+#
+#   make test                 install redis-server if possible, then run all tests with -race
+#   make bench [BENCH=re] [COUNT=n] [PKG=./algorithms/...]
+#   make lint                 gofmt, go vet, staticcheck
+#   make run [ARGS="..."]     run the example server
+#   make fuzz [FUZZTIME=30s] [PKG=./...]  run every fuzz target in turn
+
+SHELL := /bin/bash
+
+GO       ?= go
+PKG      ?= ./...
+BENCH    ?= .
+COUNT    ?= 5
+FUZZTIME ?= 30s
+ARGS     ?=
+# staticcheck is run from the module cache rather than required in go.mod,
+# so the library's users never inherit it as a dependency.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@latest
+
+.PHONY: test bench lint run fuzz
+
+# The real-Redis tests need redis-server; the script installs it where it
+# can and explains where it cannot.
+test:
+	bash .ci/install-redis.sh
+	$(GO) test -race -count=1 $(PKG)
+
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKG)
+
+# staticcheck needs the network the first time; a machine that cannot fetch
+# it gets a warning instead of a failed lint, but its findings, once it runs,
+# do fail the lint.
+lint:
+	@out="$$(gofmt -l .)"; \
+	if [[ -n "$$out" ]]; then echo "gofmt -w needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKG)
+	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then \
+		echo "$(GO) run $(STATICCHECK) $(PKG)"; \
+		$(GO) run $(STATICCHECK) $(PKG); \
+	else \
+		echo "warning: could not fetch or build staticcheck; skipping it" >&2; \
+	fi
+
+run:
+	$(GO) run ./example $(ARGS)
+
+# Targets are listed with `go test -list`, so a new fuzz function is picked
+# up without editing this file. -fuzz takes one package and one target at a
+# time, hence the loop. The list prints each package's targets before that
+# package's "ok" line, which names the package.
+fuzz:
+	@set -euo pipefail; \
+	targets="$$($(GO) test -list '^Fuzz' $(PKG) | \
+		awk '/^Fuzz/ { names[n++] = $$1; next } \
+		     /^ok/   { for (i = 0; i < n; i++) print $$2, names[i]; n = 0 }')"; \
+	if [[ -z "$$targets" ]]; then echo "no fuzz targets in $(PKG)"; exit 0; fi; \
+	while read -r pkg target; do \
+		echo "== fuzzing $$target in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+	done <<< "$$targets"

@@ -1,0 +1,54 @@
+package keyfunc
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// MaxAPIKeyLen is the longest API key accepted, in bytes. Real keys are
+// far shorter; the bound keeps hashing cheap whatever a client sends.
+const MaxAPIKeyLen = 256
+
+// APIKey returns a KeyFunc that keys a request by the API key in the named
+// header: "key:" followed by [HashAPIKey] of the key. The raw key never
+// appears in the key or in an error, so it cannot leak into Redis, logs or
+// response headers.
+//
+// A missing or empty header is an error wrapping [ErrNoAPIKey]. A key
+// longer than [MaxAPIKeyLen], or a header sent more than once (which of
+// two keys would count?), is an error wrapping [ErrInvalidAPIKey].
+//
+// APIKey does not check that the key is valid: put it after the handler
+// that authenticates keys, or accept that unknown keys get limits of their
+// own. An empty header name makes every call fail with [ErrInvalidOption].
+func APIKey(header string) KeyFunc {
+	if header == "" {
+		return failing(fmt.Errorf("%w: APIKey: empty header name", ErrInvalidOption))
+	}
+	// Index the map directly with the canonical name: Header.Get would
+	// canonicalize, and perhaps allocate, on every request.
+	name := http.CanonicalHeaderKey(header)
+	return func(r *http.Request) (string, error) {
+		values := r.Header[name]
+		switch {
+		case len(values) == 0 || values[0] == "":
+			return "", ErrNoAPIKey
+		case len(values) > 1:
+			return "", fmt.Errorf("%w: header sent more than once", ErrInvalidAPIKey)
+		case len(values[0]) > MaxAPIKeyLen:
+			return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidAPIKey, MaxAPIKeyLen)
+		}
+		var buf [4 + 2*hashBytes]byte
+		b := append(buf[:0], "key:"...)
+		return string(appendHash(b, values[0])), nil
+	}
+}
+
+// HashAPIKey returns the hash that [APIKey] puts in its keys: the first
+// 16 bytes of the key's SHA-256, in 32 lower-case hex digits. Compare a
+// stored key's hash with it, for example to pick a tier, without keeping
+// the raw key around: APIKey's result for raw is "key:"+HashAPIKey(raw).
+func HashAPIKey(raw string) string {
+	var buf [2 * hashBytes]byte
+	return string(appendHash(buf[:0], raw))
+}

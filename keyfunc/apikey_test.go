@@ -1,0 +1,78 @@
+package keyfunc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestAPIKey(t *testing.T) {
+	const secret = "sk_live_4f9a1c2e8b7d6a5f4e3d2c1b0a9f8e7d"
+	tests := []struct {
+		name    string
+		header  string
+		values  []string
+		want    string
+		wantErr error
+	}{
+		{name: "key hashed", header: "X-API-Key", values: []string{secret}, want: "key:" + HashAPIKey(secret)},
+		{name: "header name any case", header: "x-api-key", values: []string{secret}, want: "key:" + HashAPIKey(secret)},
+		{name: "longest accepted", header: "X-API-Key", values: []string{strings.Repeat("k", MaxAPIKeyLen)},
+			want: "key:" + HashAPIKey(strings.Repeat("k", MaxAPIKeyLen))},
+		{name: "missing", header: "X-API-Key", wantErr: ErrNoAPIKey},
+		{name: "empty", header: "X-API-Key", values: []string{""}, wantErr: ErrNoAPIKey},
+		{name: "too long", header: "X-API-Key", values: []string{secret + strings.Repeat("k", MaxAPIKeyLen)}, wantErr: ErrInvalidAPIKey},
+		{name: "sent twice", header: "X-API-Key", values: []string{secret, secret + "2"}, wantErr: ErrInvalidAPIKey},
+		{name: "empty header name", header: "", values: []string{secret}, wantErr: ErrInvalidOption},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRequest("203.0.113.7:1", nil)
+			for _, v := range tt.values {
+				r.Header.Add("X-Api-Key", v)
+			}
+			got, err := APIKey(tt.header)(r)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) || got != "" {
+					t.Fatalf("APIKey() = %q, %v; want %v", got, err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error text %q holds the key", err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("APIKey() = %q, %v; want %q", got, err, tt.want)
+			}
+			if strings.Contains(got, tt.values[0]) {
+				t.Errorf("key %q holds the raw API key", got)
+			}
+			if len(got) != len("key:")+32 {
+				t.Errorf("key %q: want 32 hex digits after the namespace", got)
+			}
+		})
+	}
+}
+
+func TestAPIKeyDistinct(t *testing.T) {
+	kf := APIKey("X-API-Key")
+	seen := map[string]string{}
+	for _, k := range []string{"a", "b", "A", "a ", "key-1", "key-2", strings.Repeat("z", 256)} {
+		r := newRequest("203.0.113.7:1", map[string][]string{"X-API-Key": {k}})
+		got, err := kf(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev, dup := seen[got]; dup {
+			t.Errorf("keys %q and %q both gave %q", prev, k, got)
+		}
+		seen[got] = k
+	}
+}
+
+func TestHashAPIKey(t *testing.T) {
+	// The first 16 bytes of SHA-256("abc"), a published test vector.
+	if got, want := HashAPIKey("abc"), "ba7816bf8f01cfea414140de5dae2223"; got != want {
+		t.Errorf("HashAPIKey(abc) = %s, want %s", got, want)
+	}
+}

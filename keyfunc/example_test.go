@@ -1,0 +1,110 @@
+package keyfunc_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"net/netip"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+// Behind a load balancer in 10.0.0.0/8, X-Forwarded-For is walked from the
+// right; what a client writes at the left end is never believed.
+func ExampleIP_trustedProxies() {
+	key := keyfunc.IP(keyfunc.TrustProxies(netip.MustParsePrefix("10.0.0.0/8")))
+
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.7:41234" // the load balancer
+	r.Header.Set("X-Forwarded-For", "1.2.3.4, 203.0.113.9")
+	fmt.Println(key(r))
+
+	// The same header straight from a client is ignored.
+	r.RemoteAddr = "198.51.100.20:5555"
+	fmt.Println(key(r))
+
+	// IPv6 clients are keyed by their /64.
+	r.RemoteAddr = "[2001:db8:1:2::abcd]:443"
+	fmt.Println(key(r))
+	// Output:
+	// ip:203.0.113.9 <nil>
+	// ip:198.51.100.20 <nil>
+	// ip:2001:db8:1:2::/64 <nil>
+}
+
+// The raw key never leaves the request: the limiter sees only its hash.
+func ExampleAPIKey() {
+	key := keyfunc.APIKey("X-API-Key")
+
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", "sk_live_abc123")
+	k, _ := key(r)
+	fmt.Println(k)
+	fmt.Println(k == "key:"+keyfunc.HashAPIKey("sk_live_abc123"))
+
+	_, err := key(httptest.NewRequest("GET", "/", nil))
+	fmt.Println(errors.Is(err, keyfunc.ErrNoAPIKey))
+	// Output:
+	// key:e9982364fd73c3ea5cfbc3c032589e2b
+	// true
+	// true
+}
+
+// Only a verified token names the requester.
+func ExampleJWTSubject() {
+	secret := []byte("an HMAC secret of at least 32 bytes")
+	key := keyfunc.JWTSubject(
+		func(*jwt.Token) (any, error) { return secret, nil },
+		jwt.WithValidMethods([]string{"HS256"}),
+		jwt.WithIssuer("https://auth.example"),
+		jwt.WithLeeway(5*time.Second),
+	)
+
+	claims := jwt.RegisteredClaims{
+		Subject:   "user-42",
+		Issuer:    "https://auth.example",
+		ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour)),
+	}
+	token, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	fmt.Println(key(r))
+
+	forged, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte("a guess at the secret"))
+	r.Header.Set("Authorization", "Bearer "+forged)
+	_, err := key(r)
+	fmt.Println(errors.Is(err, keyfunc.ErrInvalidToken))
+	// Output:
+	// sub:user-42 <nil>
+	// true
+}
+
+// Authenticated callers are keyed by who they are, everyone else by where
+// they come from.
+func ExampleFirstOf() {
+	secret := []byte("an HMAC secret of at least 32 bytes")
+	key := keyfunc.FirstOf(
+		keyfunc.JWTSubject(func(*jwt.Token) (any, error) { return secret, nil }),
+		keyfunc.APIKey("X-API-Key"),
+		keyfunc.IP(),
+	)
+
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "203.0.113.9:1234"
+	fmt.Println(key(r))
+
+	r.Header.Set("Authorization", "Bearer not.a.token") // falls through
+	fmt.Println(key(r))
+
+	// A per-route limit for each caller.
+	perRoute := keyfunc.Join(keyfunc.Route, key)
+	fmt.Println(perRoute(r))
+	// Output:
+	// ip:203.0.113.9 <nil>
+	// ip:203.0.113.9 <nil>
+	// path:/|ip:203.0.113.9 <nil>
+}

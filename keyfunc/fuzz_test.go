@@ -1,0 +1,227 @@
+package keyfunc
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// FuzzIPForwarded feeds arbitrary forwarding headers (lines split on "\n")
+// to IP. It checks that an untrusted peer is always its own key, that a
+// trusted peer always yields a valid normalized key, and, for inputs
+// within the caps, that the walk agrees with a plain reference walk.
+func FuzzIPForwarded(f *testing.F) {
+	f.Add("198.51.100.1, 203.0.113.5, 10.0.0.2", "", false)
+	f.Add("198.51.100.1, garbage, 10.0.0.2", "", false)
+	f.Add("198.51.100.1\n203.0.113.5, 10.0.0.2", "", false)
+	f.Add("::ffff:10.0.0.2, fe80::1%eth0", "", false)
+	f.Add("", `for=198.51.100.1, for="[2001:db8:cafe::17]:4711", for=10.0.0.2`, false)
+	f.Add("203.0.113.5", `for=unknown;proto=http, for=_hidden`, true)
+	f.Add("", `for=192.0.2.60;ext="a,\"b", For="192.0.2.61:80"`, false)
+
+	kf := IP(TrustProxies(trusted...))
+	f.Fuzz(func(t *testing.T, xffText, fwdText string, forwardedOnly bool) {
+		header := map[string][]string{}
+		if xffText != "" {
+			header["X-Forwarded-For"] = strings.Split(xffText, "\n")
+		}
+		if fwdText != "" {
+			header["Forwarded"] = strings.Split(fwdText, "\n")
+		}
+		opts := []IPOption{TrustProxies(trusted...)}
+		if forwardedOnly {
+			opts = append(opts, ForwardedHeaderOnly())
+		}
+		trustedKF := IP(opts...)
+
+		// An untrusted peer is the client, whatever it claims.
+		if got, err := kf(newRequest("203.0.113.7:1234", header)); err != nil || got != "ip:203.0.113.7" {
+			t.Fatalf("untrusted peer: %q, %v", got, err)
+		}
+
+		got, err := trustedKF(newRequest("10.0.0.1:1234", header))
+		if err != nil {
+			t.Fatalf("trusted peer: %v", err)
+		}
+		checkIPKey(t, got)
+
+		switch {
+		case xffText != "" && !forwardedOnly:
+			if want, ok := referenceXFF(header["X-Forwarded-For"]); ok && got != want {
+				t.Fatalf("X-Forwarded-For walk gave %q, reference %q", got, want)
+			}
+		case fwdText != "":
+			if want, ok := referenceForwarded(header["Forwarded"]); ok && got != want {
+				t.Fatalf("Forwarded walk gave %q, reference %q", got, want)
+			}
+		}
+	})
+}
+
+// checkIPKey fails unless key is "ip:" and a normalized IPv4 address or a
+// masked IPv6 /64.
+func checkIPKey(t *testing.T, key string) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(key, "ip:")
+	if !ok {
+		t.Fatalf("key %q lacks the ip: namespace", key)
+	}
+	if a, err := netip.ParseAddr(rest); err == nil {
+		if !a.Is4() {
+			t.Fatalf("key %q: IPv6 address not keyed by prefix", key)
+		}
+		return
+	}
+	p, err := netip.ParsePrefix(rest)
+	if err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || p.Bits() != DefaultIPv6Prefix || p != p.Masked() {
+		t.Fatalf("key %q is not a normalized IPv6 /64", key)
+	}
+}
+
+// referenceXFF walks X-Forwarded-For the plain way: join, split, walk from
+// the right. It reports false for inputs beyond the caps, where the real
+// walk stops early by design.
+func referenceXFF(lines []string) (string, bool) {
+	joined := strings.Join(lines, ",")
+	if len(joined) >= maxForwardedBytes/2 {
+		return "", false
+	}
+	var entries []string
+	for _, e := range strings.Split(joined, ",") {
+		if e = strings.Trim(e, " \t"); e != "" {
+			entries = append(entries, e)
+		}
+	}
+	if len(entries) > maxHops {
+		return "", false
+	}
+	last := netip.MustParseAddr("10.0.0.1")
+	for i := len(entries) - 1; i >= 0; i-- {
+		a, ok := parseXFFEntry(entries[i])
+		if !ok {
+			break
+		}
+		last = a
+		if !inTrusted(a) {
+			break
+		}
+	}
+	return ipKey(last, DefaultIPv6Prefix), true
+}
+
+// referenceForwarded splits Forwarded left to right, which agrees with the
+// real right-to-left scan when every line's quotes pair up; it reports
+// false for other inputs and those beyond the caps.
+func referenceForwarded(lines []string) (string, bool) {
+	var elems []string
+	size := 0
+	for _, l := range lines {
+		if strings.Count(l, `"`)%2 != 0 || strings.Contains(l, `\`) {
+			return "", false
+		}
+		size += len(l) + 1
+		for l != "" {
+			var e string
+			e, l = cutUnquoted(l, ',')
+			if e = strings.Trim(e, " \t"); e != "" {
+				elems = append(elems, e)
+			}
+		}
+	}
+	if size >= maxForwardedBytes/2 || len(elems) > maxHops {
+		return "", false
+	}
+	last := netip.MustParseAddr("10.0.0.1")
+	for i := len(elems) - 1; i >= 0; i-- {
+		a, ok := parseForwardedElement(elems[i])
+		if !ok {
+			break
+		}
+		last = a
+		if !inTrusted(a) {
+			break
+		}
+	}
+	return ipKey(last, DefaultIPv6Prefix), true
+}
+
+func inTrusted(a netip.Addr) bool {
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzJWTSubject feeds arbitrary bearer tokens to JWTSubject and checks
+// every key it returns against an independent HS256 verification.
+func FuzzJWTSubject(f *testing.F) {
+	far := jwt.NewNumericDate(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC))
+	f.Add(sign(f, jwt.SigningMethodHS256, hmacSecret, jwt.RegisteredClaims{Subject: "alice", ExpiresAt: far}))
+	f.Add(sign(f, jwt.SigningMethodHS256, hmacSecret, jwt.RegisteredClaims{Subject: "auth0|42", ExpiresAt: far}))
+	f.Add(sign(f, jwt.SigningMethodHS256, otherKey, jwt.RegisteredClaims{Subject: "alice", ExpiresAt: far}))
+	f.Add(sign(f, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.RegisteredClaims{Subject: "alice", ExpiresAt: far}))
+	f.Add("a.b.c")
+	f.Add("")
+
+	kf := JWTSubject(hmacKey)
+	f.Fuzz(func(t *testing.T, token string) {
+		r := newRequest("", map[string][]string{"Authorization": {"Bearer " + token}})
+		key, err := kf(r)
+		if err != nil {
+			if key != "" {
+				t.Fatalf("key %q returned with error %v", key, err)
+			}
+			if len(token) >= 16 && strings.Contains(err.Error(), token) {
+				t.Fatalf("error %q holds the token", err)
+			}
+			return
+		}
+		sub, ok := verifyHS256(strings.TrimLeft(token, " "))
+		if !ok {
+			t.Fatalf("token %q gave key %q but does not verify", token, key)
+		}
+		if want := namespaced("sub:", sub, MaxSubjectLen, isIdentByte); key != want {
+			t.Fatalf("key %q, want %q", key, want)
+		}
+	})
+}
+
+// verifyHS256 checks an HS256 token by hand and returns its subject.
+func verifyHS256(token string) (string, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "", false
+	}
+	dec := base64.RawURLEncoding // jwt decodes leniently unless told otherwise
+	head, err1 := dec.DecodeString(parts[0])
+	body, err2 := dec.DecodeString(parts[1])
+	sig, err3 := dec.DecodeString(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return "", false
+	}
+	var h struct {
+		Alg string `json:"alg"`
+	}
+	var c struct {
+		Sub string  `json:"sub"`
+		Exp float64 `json:"exp"`
+	}
+	if json.Unmarshal(head, &h) != nil || h.Alg != "HS256" || json.Unmarshal(body, &c) != nil {
+		return "", false
+	}
+	mac := hmac.New(sha256.New, hmacSecret)
+	mac.Write([]byte(parts[0] + "." + parts[1]))
+	if !hmac.Equal(mac.Sum(nil), sig) || c.Sub == "" || c.Exp < float64(time.Now().Unix()) {
+		return "", false
+	}
+	return c.Sub, true
+}

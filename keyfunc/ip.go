@@ -1,0 +1,426 @@
+package keyfunc
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	chimw "github.com/go-chi/chi/v5/middleware"
+)
+
+// Bounds on the forwarding headers a client can make arbitrarily long.
+// Real chains are a handful of hops and well under a kilobyte.
+const (
+	// maxForwardedBytes caps the header bytes examined, counted from the
+	// right across all header lines.
+	maxForwardedBytes = 8 << 10
+	// maxHops caps the number of header entries walked.
+	maxHops = 32
+)
+
+// DefaultIPv6Prefix is the prefix length IPv6 clients are keyed by unless
+// [IPv6Prefix] says otherwise. A host usually owns a whole /64, so keying
+// by full address would let it rotate addresses to escape its limit.
+const DefaultIPv6Prefix = 64
+
+// IPOption configures [IP] and [NewIP].
+type IPOption func(*ipConfig)
+
+type ipConfig struct {
+	trusted       []netip.Prefix
+	v6Bits        int
+	forwardedOnly bool
+	err           error // the first invalid option
+}
+
+func (c *ipConfig) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// TrustProxies names the reverse proxies whose forwarding headers are
+// believed. Headers are read only when RemoteAddr lies in one of the
+// prefixes; the chain is then walked from the right past trusted
+// addresses, and the first untrusted address is the client.
+//
+// IPv4-mapped IPv6 prefixes are folded to IPv4. An invalid prefix, or one
+// of length 0 (which would let every client name its own address), makes
+// the option invalid. It may be given more than once; prefixes add up.
+func TrustProxies(prefixes ...netip.Prefix) IPOption {
+	return func(c *ipConfig) {
+		for _, p := range prefixes {
+			if !p.IsValid() {
+				c.fail(fmt.Errorf("%w: TrustProxies: invalid prefix %q", ErrInvalidOption, p.String()))
+				continue
+			}
+			a := p.Addr().WithZone("")
+			bits := p.Bits()
+			if a.Is4In6() && bits >= 96 {
+				a, bits = a.Unmap(), bits-96
+			}
+			if bits == 0 {
+				c.fail(fmt.Errorf("%w: TrustProxies: prefix %s trusts every address", ErrInvalidOption, p))
+				continue
+			}
+			c.trusted = append(c.trusted, netip.PrefixFrom(a, bits).Masked())
+		}
+	}
+}
+
+// IPv6Prefix sets the prefix length, 0 to 128, that IPv6 clients are keyed
+// by (default [DefaultIPv6Prefix]). 128 keys each address on its own.
+// IPv4 clients are always keyed by their full address.
+func IPv6Prefix(bits int) IPOption {
+	return func(c *ipConfig) {
+		if bits < 0 || bits > 128 {
+			c.fail(fmt.Errorf("%w: IPv6Prefix(%d) is outside 0..128", ErrInvalidOption, bits))
+			return
+		}
+		c.v6Bits = bits
+	}
+}
+
+// ForwardedHeaderOnly makes trusted proxies' RFC 7239 Forwarded header the
+// only one read, ignoring X-Forwarded-For.
+//
+// By default X-Forwarded-For is read when present and Forwarded only when
+// it is not, because nearly every proxy writes X-Forwarded-For. The one
+// header a proxy writes is the only one to believe: if yours writes only
+// Forwarded, a client could otherwise send its own X-Forwarded-For and have
+// it win, so use this option.
+func ForwardedHeaderOnly() IPOption {
+	return func(c *ipConfig) { c.forwardedOnly = true }
+}
+
+// IP returns a KeyFunc that keys a request by its client's address:
+// "ip:192.0.2.1" for IPv4, "ip:2001:db8:1:2::/64" for IPv6 (see
+// [IPv6Prefix]). IPv4-mapped IPv6 addresses are folded to IPv4 and zones
+// are dropped, so one client has one key whatever notation reaches us.
+//
+// Where the address comes from, in order:
+//
+//  1. The address chosen by one of chi's ClientIPFrom* middlewares
+//     (middleware.GetClientIPAddr), when one ran earlier in the chain. Only
+//     the server sets context values, so this is as trustworthy as the
+//     middleware's configuration, and trusted proxies need not be
+//     configured twice. [TrustProxies] is then not consulted.
+//  2. RemoteAddr, the TCP peer, which nobody can forge.
+//  3. When RemoteAddr is in a [TrustProxies] prefix, the forwarding
+//     headers, walked from the right: X-Forwarded-For, or RFC 7239
+//     Forwarded when X-Forwarded-For is absent (see [ForwardedHeaderOnly]).
+//     Trusted addresses are skipped and the first untrusted one is the
+//     client; if all are trusted, the leftmost, an internal caller, is.
+//     An entry that does not parse, an "unknown" or obfuscated
+//     Forwarded node, or running past 8 KiB or 32 entries ends the walk,
+//     and the last trusted address reached is used instead: a walk that
+//     fails lands on a proxy, never on an address the client wrote.
+//
+// A RemoteAddr that does not parse is an error wrapping [ErrNoClientIP].
+// If an option is invalid, the KeyFunc fails on every request with an
+// error wrapping [ErrInvalidOption]; use [NewIP] to learn that at start-up.
+func IP(opts ...IPOption) KeyFunc {
+	kf, err := NewIP(opts...)
+	if err != nil {
+		return failing(err)
+	}
+	return kf
+}
+
+// NewIP is [IP] with its options checked up front: it returns an error
+// wrapping [ErrInvalidOption] instead of a KeyFunc that always fails.
+func NewIP(opts ...IPOption) (KeyFunc, error) {
+	c := &ipConfig{v6Bits: DefaultIPv6Prefix}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return func(r *http.Request) (string, error) {
+		a, err := c.clientAddr(r)
+		if err != nil {
+			return "", err
+		}
+		return ipKey(a, c.v6Bits), nil
+	}, nil
+}
+
+// ipKey builds the key with a single allocation.
+func ipKey(a netip.Addr, v6Bits int) string {
+	var buf [64]byte // "ip:" + the longest IPv6 text + "/128" fits
+	b := append(buf[:0], "ip:"...)
+	if a.Is6() && v6Bits < 128 {
+		p, _ := a.Prefix(v6Bits) // cannot fail: v6Bits was checked
+		b = p.AppendTo(b)
+	} else {
+		b = a.AppendTo(b)
+	}
+	return string(b)
+}
+
+// normalize folds IPv4-mapped IPv6 to IPv4 and drops the zone, so that
+// neither notation can alias an address past the trust check or split one
+// client over several keys.
+func normalize(a netip.Addr) netip.Addr {
+	return a.Unmap().WithZone("")
+}
+
+func (c *ipConfig) clientAddr(r *http.Request) (netip.Addr, error) {
+	if a := chimw.GetClientIPAddr(r.Context()); a.IsValid() {
+		return normalize(a), nil
+	}
+	peer, ok := parseRemoteAddr(r.RemoteAddr)
+	if !ok {
+		return netip.Addr{}, ErrNoClientIP
+	}
+	if !c.isTrusted(peer) {
+		return peer, nil
+	}
+	if !c.forwardedOnly {
+		if lines := r.Header["X-Forwarded-For"]; len(lines) > 0 {
+			return c.walk(lines, peer, false), nil
+		}
+	}
+	if lines := r.Header["Forwarded"]; len(lines) > 0 {
+		return c.walk(lines, peer, true), nil
+	}
+	return peer, nil
+}
+
+func (c *ipConfig) isTrusted(a netip.Addr) bool {
+	for _, p := range c.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// walk goes through the forwarding header from the right, starting from
+// the trusted peer, and returns the first untrusted address, or the last
+// trusted one when the walk ends early or runs out of entries.
+func (c *ipConfig) walk(lines []string, peer netip.Addr, forwarded bool) netip.Addr {
+	last := peer
+	s := listScanner{lines: lines, budget: maxForwardedBytes, quoted: forwarded}
+	for hop := 0; hop < maxHops; hop++ {
+		elem, ok := s.next()
+		if !ok {
+			return last
+		}
+		var a netip.Addr
+		if forwarded {
+			a, ok = parseForwardedElement(elem)
+		} else {
+			a, ok = parseXFFEntry(elem)
+		}
+		if !ok {
+			return last
+		}
+		if !c.isTrusted(a) {
+			return a
+		}
+		last = a
+	}
+	return last
+}
+
+// parseRemoteAddr accepts "host:port" and, as tests and some servers set
+// it, a bare address.
+func parseRemoteAddr(s string) (netip.Addr, bool) {
+	host, _, err := net.SplitHostPort(s)
+	if err != nil {
+		host = s
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return normalize(a), true
+}
+
+// parseXFFEntry accepts an address, optionally with a port, and IPv6 in
+// brackets with or without a port: the forms proxies are seen to write.
+func parseXFFEntry(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return normalize(a), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return normalize(ap.Addr()), true
+	}
+	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() {
+			return normalize(a), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// parseForwardedElement returns the address in the element's for=
+// parameter. An element without exactly one for=, or whose node is
+// "unknown", obfuscated or malformed, reports false: each ends the walk.
+func parseForwardedElement(elem string) (netip.Addr, bool) {
+	var node string
+	found := false
+	for elem != "" {
+		var pair string
+		pair, elem = cutUnquoted(elem, ';')
+		name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok {
+			if pair = strings.TrimSpace(pair); pair == "" {
+				continue
+			}
+			return netip.Addr{}, false
+		}
+		if !strings.EqualFold(strings.TrimSpace(name), "for") {
+			continue
+		}
+		if found {
+			return netip.Addr{}, false // RFC 7239 allows one for= per element
+		}
+		node, found = strings.TrimSpace(value), true
+	}
+	if !found {
+		return netip.Addr{}, false
+	}
+	if len(node) >= 2 && node[0] == '"' && node[len(node)-1] == '"' {
+		node = node[1 : len(node)-1]
+	}
+	return parseForwardedNode(node)
+}
+
+// parseForwardedNode parses an RFC 7239 node: IPv4 or bracketed IPv6 with
+// an optional port. "unknown" and obfuscated names ("_hidden") identify no
+// address and report false. Bare IPv6 is accepted although the RFC wants
+// brackets, since position, not syntax, is what makes an entry trusted.
+func parseForwardedNode(node string) (netip.Addr, bool) {
+	host, port := node, ""
+	if strings.HasPrefix(node, "[") {
+		end := strings.IndexByte(node, ']')
+		if end < 0 {
+			return netip.Addr{}, false
+		}
+		host, port = node[1:end], node[end+1:]
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() || !validNodePort(port) {
+			return netip.Addr{}, false
+		}
+		return normalize(a), true
+	}
+	if a, err := netip.ParseAddr(node); err == nil {
+		return normalize(a), true
+	}
+	if i := strings.IndexByte(node, ':'); i >= 0 {
+		host, port = node[:i], node[i:]
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || !a.Is4() || !validNodePort(port) {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// validNodePort accepts "", ":" followed by up to five digits, or ":"
+// followed by an obfuscated port ("_" and token characters).
+func validNodePort(p string) bool {
+	if p == "" {
+		return true
+	}
+	if p[0] != ':' || len(p) < 2 {
+		return false
+	}
+	p = p[1:]
+	if p[0] == '_' {
+		return allSafe(p[1:], isMethodByte) && len(p) > 1
+	}
+	if len(p) > 5 {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// cutUnquoted splits s at the first sep outside a quoted string.
+func cutUnquoted(s string, sep byte) (before, after string) {
+	inQuote := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && inQuote:
+			i++
+		case c == '"':
+			inQuote = !inQuote
+		case c == sep && !inQuote:
+			return s[:i], s[i+1:]
+		}
+	}
+	return s, ""
+}
+
+// listScanner yields the comma-separated entries of a header, repeated
+// lines joined in order, from the right, without copying. It examines at
+// most budget bytes in all, so a megabyte of header costs no more than a
+// short one. With quoted set, commas inside quoted strings do not split.
+type listScanner struct {
+	lines  []string // lines not yet started
+	line   string   // the unscanned left part of the current line
+	budget int
+	quoted bool
+}
+
+// next returns the next non-empty entry to the left, trimmed of optional
+// white space. It reports false when the entries are used up or the
+// budget is spent before an entry is complete.
+func (s *listScanner) next() (string, bool) {
+	for {
+		for s.line == "" {
+			// Each line costs a byte, so many empty lines are bounded too.
+			if len(s.lines) == 0 || s.budget == 0 {
+				return "", false
+			}
+			s.budget--
+			s.line, s.lines = s.lines[len(s.lines)-1], s.lines[:len(s.lines)-1]
+		}
+		inQuote := false
+		i := len(s.line) - 1
+		for ; i >= 0; i-- {
+			if s.budget == 0 {
+				return "", false
+			}
+			s.budget--
+			c := s.line[i]
+			if c == '"' && s.quoted && !s.escaped(i) {
+				inQuote = !inQuote
+			} else if c == ',' && !inQuote {
+				break
+			}
+		}
+		var entry string
+		if i < 0 {
+			entry, s.line = s.line, ""
+		} else {
+			entry, s.line = s.line[i+1:], s.line[:i]
+		}
+		if entry = strings.Trim(entry, " \t"); entry != "" {
+			return entry, true
+		}
+	}
+}
+
+// escaped reports whether the quote at line[i] follows an odd run of
+// backslashes. Looking back spends budget too; a run longer than the
+// budget counts as not escaped, and the scan then stops on the budget.
+func (s *listScanner) escaped(i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && s.line[j] == '\\' && n < s.budget; j-- {
+		n++
+	}
+	return n%2 == 1
+}

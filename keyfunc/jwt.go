@@ -1,0 +1,220 @@
+package keyfunc
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Bounds on what a bearer token may make us do.
+const (
+	// MaxTokenLen is the longest bearer token parsed, in bytes.
+	MaxTokenLen = 8 << 10
+	// MaxSubjectLen is the longest subject kept verbatim in a key; longer
+	// subjects are hashed.
+	MaxSubjectLen = 256
+)
+
+// defaultMethods is the algorithm allow-list JWTSubject applies unless told
+// otherwise: the most used algorithm of each family.
+var defaultMethods = []string{"HS256", "RS256", "ES256", "EdDSA"}
+
+// errAlgNone explains the rejection of an unsigned token.
+var errAlgNone = errors.New(`alg "none" is never accepted`)
+
+// JWTSubject returns a KeyFunc that keys a request by the subject of the
+// JWT in its "Authorization: Bearer" header: "sub:" followed by the sub
+// claim. Only a verified token yields a key; any other is an error and
+// never an identity, because an unverified subject is whatever the client
+// wants it to be.
+//
+// keyFunc supplies the verification key, as for jwt.Parse. opts are
+// passed to jwt.NewParser after these defaults:
+//
+//   - jwt.WithValidMethods with HS256, RS256, ES256 and EdDSA, which the
+//     caller's own jwt.WithValidMethods replaces: better to name exactly
+//     the algorithm you issue;
+//   - jwt.WithExpirationRequired(): a token without exp is rejected.
+//
+// exp and nbf are always checked; add jwt.WithIssuer, jwt.WithAudience and
+// jwt.WithLeeway as needed. Whatever the options, alg "none" is rejected,
+// and options that would accept it (an empty jwt.WithValidMethods) or skip
+// claims validation (jwt.WithoutClaimsValidation) are invalid.
+//
+// A missing header or another scheme (such as Basic) is an error wrapping
+// [ErrNoToken]. A token longer than [MaxTokenLen], one that fails to
+// verify, one without a subject, or two Authorization headers give an
+// error wrapping [ErrInvalidToken] and the jwt error that applies (such as
+// jwt.ErrTokenExpired). Error texts never hold the token or text taken
+// from it; an error from keyFunc is wrapped as it is.
+//
+// A subject longer than [MaxSubjectLen] bytes, or holding bytes other than
+// letters, digits and "-._~@+=:/", is hashed: "sub:#" followed by 32 hex
+// digits.
+//
+// If the options are invalid, every call fails with [ErrInvalidOption];
+// use [NewJWTSubject] to learn that at start-up.
+func JWTSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) KeyFunc {
+	kf, err := NewJWTSubject(keyFunc, opts...)
+	if err != nil {
+		return failing(err)
+	}
+	return kf
+}
+
+// NewJWTSubject is [JWTSubject] with its options checked up front: it
+// returns an error wrapping [ErrInvalidOption] instead of a KeyFunc that
+// always fails.
+func NewJWTSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (KeyFunc, error) {
+	if keyFunc == nil {
+		return nil, fmt.Errorf("%w: JWTSubject: nil jwt.Keyfunc", ErrInvalidOption)
+	}
+	all := []jwt.ParserOption{
+		jwt.WithValidMethods(defaultMethods),
+		jwt.WithExpirationRequired(),
+	}
+	for _, o := range opts {
+		if o != nil { // jwt.NewParser would call a nil option and panic
+			all = append(all, o)
+		}
+	}
+	if err := probeParserOptions(all); err != nil {
+		return nil, err
+	}
+	parser := jwt.NewParser(all...)
+	return func(r *http.Request) (string, error) {
+		token, err := bearerToken(r)
+		if err != nil {
+			return "", err
+		}
+		var claims jwt.RegisteredClaims
+		var keyErr error // the reason keyFunc gave, or errAlgNone
+		t, err := parser.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
+			if t.Method == nil || t.Method.Alg() == jwt.SigningMethodNone.Alg() {
+				keyErr = errAlgNone
+				return nil, keyErr
+			}
+			var key any
+			key, keyErr = keyFunc(t)
+			return key, keyErr
+		})
+		switch {
+		case err != nil:
+			return "", tokenError(err, keyErr)
+		case !t.Valid || claims.ExpiresAt == nil: // belt and braces
+			return "", fmt.Errorf("%w: not verified", ErrInvalidToken)
+		case claims.Subject == "":
+			return "", fmt.Errorf("%w: no subject", ErrInvalidToken)
+		}
+		return namespaced("sub:", claims.Subject, MaxSubjectLen, isIdentByte), nil
+	}, nil
+}
+
+// bearerToken takes the token out of "Authorization: Bearer <token>",
+// looking at a bounded number of bytes however long the header is.
+func bearerToken(r *http.Request) (string, error) {
+	values := r.Header["Authorization"]
+	if len(values) == 0 {
+		return "", ErrNoToken
+	}
+	if len(values) > 1 {
+		return "", fmt.Errorf("%w: Authorization header sent more than once", ErrInvalidToken)
+	}
+	const scheme = "Bearer "
+	v := values[0]
+	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return "", fmt.Errorf("%w: Authorization is not a Bearer scheme", ErrNoToken)
+	}
+	v = v[len(scheme):]
+	if len(v) > MaxTokenLen+16 { // a little slack for extra spaces
+		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+	}
+	v = strings.TrimLeft(v, " ")
+	switch {
+	case v == "":
+		return "", fmt.Errorf("%w: empty Bearer token", ErrInvalidToken)
+	case len(v) > MaxTokenLen:
+		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+	}
+	return v, nil
+}
+
+// jwtErrors are the jwt sentinels a rejected token is reported with. jwt's
+// own error texts can quote the token's header (its alg), so only these
+// fixed texts are passed on.
+var jwtErrors = []error{
+	jwt.ErrTokenMalformed,
+	jwt.ErrTokenUnverifiable,
+	jwt.ErrTokenSignatureInvalid,
+	jwt.ErrTokenRequiredClaimMissing,
+	jwt.ErrTokenExpired,
+	jwt.ErrTokenNotValidYet,
+	jwt.ErrTokenUsedBeforeIssued,
+	jwt.ErrTokenInvalidIssuer,
+	jwt.ErrTokenInvalidAudience,
+	jwt.ErrTokenInvalidSubject,
+	jwt.ErrTokenInvalidId,
+	jwt.ErrTokenInvalidClaims,
+	jwt.ErrInvalidKey,
+	jwt.ErrInvalidKeyType,
+	jwt.ErrHashUnavailable,
+}
+
+func tokenError(err, keyErr error) error {
+	var causes []error
+	for _, s := range jwtErrors {
+		if errors.Is(err, s) {
+			causes = append(causes, s)
+		}
+	}
+	if keyErr != nil {
+		causes = append(causes, keyErr)
+	}
+	return &listError{head: ErrInvalidToken, errs: causes}
+}
+
+// probeKey signs the probe tokens; they never leave this process.
+var probeKey = []byte("keyfunc: parser option probe key")
+
+// probeParserOptions makes sure the options keep the promises of
+// JWTSubject. The parser's settings cannot be read, so it is tried on two
+// tokens that must fail: an unsigned one (the allow-list must stop it
+// before keyFunc is even called) and an expired one, correctly signed (the
+// claims must be validated).
+func probeParserOptions(opts []jwt.ParserOption) error {
+	unsigned, err := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.RegisteredClaims{
+		Subject:   "probe",
+		ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour)),
+	}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	if err != nil {
+		return fmt.Errorf("keyfunc: JWTSubject probe: %w", err)
+	}
+	reached := false
+	_, _ = jwt.NewParser(opts...).ParseWithClaims(unsigned, &jwt.RegisteredClaims{}, func(*jwt.Token) (any, error) {
+		reached = true
+		return nil, errAlgNone
+	})
+	if reached {
+		return fmt.Errorf(`%w: JWTSubject: the algorithm allow-list admits "none" (is jwt.WithValidMethods empty?)`, ErrInvalidOption)
+	}
+
+	expired, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+		Subject:   "probe",
+		ExpiresAt: jwt.NewNumericDate(time.Unix(1, 0)),
+	}).SignedString(probeKey)
+	if err != nil {
+		return fmt.Errorf("keyfunc: JWTSubject probe: %w", err)
+	}
+	// Allow HS256 for this probe only: the caller's list may not have it.
+	p := jwt.NewParser(append(opts[:len(opts):len(opts)], jwt.WithValidMethods([]string{"HS256"}))...)
+	if _, err := p.ParseWithClaims(expired, &jwt.RegisteredClaims{}, func(*jwt.Token) (any, error) {
+		return probeKey, nil
+	}); err == nil {
+		return fmt.Errorf("%w: JWTSubject: a token expired in 1970 was accepted (jwt.WithoutClaimsValidation, or a clock or leeway far off?)", ErrInvalidOption)
+	}
+	return nil
+}
