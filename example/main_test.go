@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
 )
 
 func newTestAPI(t *testing.T) *httptest.Server {
@@ -197,38 +198,58 @@ func TestMintToken(t *testing.T) {
 	}
 }
 
-// run serves until its context ends, then shuts down cleanly.
+// run serves until its context ends, then shuts down cleanly, with either
+// store.
 func TestRunServesAndShutsDown(t *testing.T) {
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, pw); pw.Close() }()
-	lines := bufio.NewScanner(pr)
-	if !lines.Scan() {
-		t.Fatal("no start-up line")
+	addr := redistest.Standalone(t)
+	tests := []struct {
+		name      string
+		args      []string
+		wantStore string
+	}{
+		{"memory", nil, "memory"},
+		{"redis", []string{"-redis", "redis://" + addr + "/0"}, "Redis at " + addr},
 	}
-	first := lines.Text()
-	go io.Copy(io.Discard, pr)
-	if !strings.Contains(first, "memory") {
-		t.Errorf("start-up line %q does not name the store", first)
-	}
-	url := strings.Fields(first[strings.Index(first, "http://"):])[0]
-	url = strings.TrimSuffix(url, ",")
-	resp, err := http.Get(url + "/api/items")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Policy") == "" {
-		t.Fatalf("GET /api/items: %d %v", resp.StatusCode, resp.Header)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run after cancel: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("run did not shut down")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, tt.args...), pw); pw.Close() }()
+			lines := bufio.NewScanner(pr)
+			if !lines.Scan() {
+				t.Fatal("no start-up line")
+			}
+			first := lines.Text()
+			go io.Copy(io.Discard, pr)
+			if !strings.Contains(first, tt.wantStore) {
+				t.Errorf("start-up line %q does not name the store %q", first, tt.wantStore)
+			}
+			url := strings.TrimSuffix(strings.Fields(first[strings.Index(first, "http://"):])[0], ",")
+			for i := range 61 {
+				resp, err := http.Get(url + "/api/items")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				want := http.StatusOK
+				if i == 60 {
+					want = http.StatusTooManyRequests
+				}
+				if resp.StatusCode != want || resp.Header.Get("RateLimit-Policy") == "" {
+					t.Fatalf("request %d to /api/items: %d %v, want %d", i+1, resp.StatusCode, resp.Header, want)
+				}
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("run after cancel: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("run did not shut down")
+			}
+		})
 	}
 }
