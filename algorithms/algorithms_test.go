@@ -31,6 +31,12 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"period with nanoseconds", mem, TokenBucket, []Limit{{Rate: 1, Period: time.Second + 1}}, ErrInvalidLimit},
 		{"negative burst", mem, TokenBucket, []Limit{{Rate: 1, Period: time.Second, Burst: -1}}, ErrInvalidLimit},
 		{"too large to be exact", mem, LeakyBucket, []Limit{{Rate: 1 << 30, Period: 24 * time.Hour}}, ErrInvalidLimit},
+		{"period over a year", mem, FixedWindow, []Limit{{Rate: 1, Period: MaxPeriod + time.Second}}, ErrInvalidLimit},
+		{"sliding log rate over its cap", mem, SlidingWindowLog, []Limit{{Rate: MaxSlidingLogRate + 1, Period: time.Hour}}, ErrInvalidLimit},
+		{"sliding counter too large", mem, SlidingWindowCounter, []Limit{{Rate: 200_000, Period: 24 * time.Hour}}, ErrInvalidLimit},
+		{"bucket too large", mem, TokenBucket, []Limit{{Rate: 1, Period: 24 * time.Hour, Burst: 60_000}}, ErrInvalidLimit},
+		{"the same limit twice", mem, TokenBucket, []Limit{PerSecond(10), PerSecond(10)}, ErrInvalidLimit},
+		{"limits a window treats as one", mem, FixedWindow, []Limit{PerSecond(10), PerSecond(10).WithBurst(20)}, ErrInvalidLimit},
 		{"one bad limit of two", mem, SlidingWindowLog, []Limit{PerSecond(1), {Rate: 0, Period: time.Second}}, ErrInvalidLimit},
 		{"nil store", nil, FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
 		{"nil clock", NewMemoryStore(WithClock(nil)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
@@ -89,6 +95,55 @@ func TestAllowRefusesBadRequests(t *testing.T) {
 		r, err = l.Allow(context.Background(), "k", 3)
 		if err != nil || !r.Allowed {
 			t.Errorf("%s: full cost after refused requests: (%+v, %v)", alg, r, err)
+		}
+	}
+}
+
+// Limits just inside the bounds are accepted by every algorithm that
+// takes them.
+func TestNewAcceptsLimitsAtTheBounds(t *testing.T) {
+	tests := []struct {
+		alg   Algorithm
+		limit Limit
+	}{
+		{FixedWindow, Limit{Rate: 1 << 40, Period: MaxPeriod}},
+		{SlidingWindowLog, Limit{Rate: MaxSlidingLogRate, Period: time.Hour}},
+		{SlidingWindowCounter, Limit{Rate: 104_249, Period: 24 * time.Hour}},
+		{TokenBucket, Limit{Rate: 52_124, Period: 24 * time.Hour}},
+		{LeakyBucket, Limit{Rate: 1_250_999, Period: time.Hour}},
+		{TokenBucket, PerSecond(10).WithBurst(20)},
+		{TokenBucket, Limit{Rate: 1, Period: time.Millisecond}},
+	}
+	for _, tt := range tests {
+		if _, err := New(NewMemoryStore(), tt.alg, tt.limit); err != nil {
+			t.Errorf("New(%s, %s): %v", tt.alg, tt.limit, err)
+		}
+	}
+}
+
+// A clock at or before the Unix epoch (a zero time.Time in a test, say)
+// still starts every key with no state: the first requests pass.
+func TestMemoryClockAtEpoch(t *testing.T) {
+	for _, at := range []time.Time{time.Unix(0, 0), {}} {
+		for _, alg := range Algorithms {
+			l, err := New(NewMemoryStore(WithClock(func() time.Time { return at })), alg, PerMinute(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []Result{
+				pass(2, 1, time.Minute, time.Minute),
+				pass(2, 0, time.Minute, time.Minute),
+			} {
+				got, err := l.Allow(context.Background(), "k", 1)
+				if alg == SlidingWindowCounter {
+					want.ResetAfter = 2 * time.Minute
+				} else if alg == TokenBucket || alg == LeakyBucket {
+					want.ResetAfter = time.Duration(i+1) * 30 * time.Second
+				}
+				if err != nil || got != want {
+					t.Errorf("%s at %v, request %d: (%+v, %v), want %+v", alg, at, i, got, err, want)
+				}
+			}
 		}
 	}
 }

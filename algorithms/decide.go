@@ -32,11 +32,12 @@ type verdict struct {
 // algorithm: fixed window a = window end, b = count; sliding window counter
 // a = window start, b = current count, c = previous count; token bucket
 // a = tokens × period, b = time of a; leaky bucket a = whole µs of the TAT,
-// b = its fraction in 1/rate µs. The zero entry is the same as no state.
+// b = its fraction in 1/rate µs. An entry that is not live is no state.
 type entry struct {
 	a, b, c int64
 	log     timeLog // sliding window log
 	expires int64   // µs after which the entry means no state and may be dropped
+	live    bool    // false until first committed: no state, whatever the clock says
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
@@ -47,6 +48,15 @@ func (e entry) check(alg Algorithm, now int64, p params, cost int64) (verdict, e
 
 // decide brings e up to now and tells whether cost fits.
 func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
+	if !e.live {
+		*e = entry{live: true, a: now}
+		switch alg {
+		case FixedWindow:
+			e.a = now // an ended window: a new one starts below
+		case TokenBucket:
+			e.a, e.b = p.burst*p.period, now
+		}
+	}
 	switch alg {
 	case FixedWindow:
 		if e.a <= now {
@@ -77,7 +87,7 @@ func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 			e.a = now
 		}
 		ws, cur, prev := e.a, e.b, e.c
-		el := now - ws
+		el := max(now-ws, 0) // a clock that went back stays at the window start
 		used := cur + ceilDiv(prev*(p.period-el), p.period)
 		if used+cost <= p.rate {
 			return verdict{true, p.rate - used - cost, 0, ws + 2*p.period - now}
@@ -106,7 +116,7 @@ func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 		} else {
 			e.a = capacity
 		}
-		e.b = now
+		e.b = max(now, e.b) // a clock that went back must not refill twice
 		need := cost * p.period
 		if e.a >= need {
 			left := e.a - need
@@ -123,7 +133,8 @@ func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 		if after := backlog + need; after <= capacity {
 			return verdict{true, (capacity - after) / p.period, 0, ceilDiv(after, p.rate)}
 		}
-		return verdict{false, (capacity - backlog) / p.period, ceilDiv(backlog+need-capacity, p.rate), ceilDiv(backlog, p.rate)}
+		// After the clock went back the backlog can exceed the capacity.
+		return verdict{false, max(capacity-backlog, 0) / p.period, ceilDiv(backlog+need-capacity, p.rate), ceilDiv(backlog, p.rate)}
 	}
 	panic("algorithms: check called with unknown algorithm " + string(alg))
 }
@@ -145,7 +156,7 @@ func (e *entry) commit(alg Algorithm, now int64, p params, cost int64) {
 		e.expires = e.a + 2*p.period
 	case TokenBucket:
 		e.a -= cost * p.period
-		e.expires = now + ceilDiv(p.burst*p.period-e.a, p.rate)
+		e.expires = e.b + ceilDiv(p.burst*p.period-e.a, p.rate)
 	case LeakyBucket:
 		after := (e.a-now)*p.rate + e.b + cost*p.period
 		e.a, e.b = now+after/p.rate, after%p.rate
@@ -225,6 +236,8 @@ func (l *timeLog) dropThrough(cutoff int64) {
 	}
 }
 
+// push adds t in time order, as Redis's sorted set keeps it: at the end,
+// unless the clock went back.
 func (l *timeLog) push(t int64) {
 	if l.n == len(l.buf) {
 		grown := make([]int64, max(4, 2*len(l.buf)))
@@ -233,6 +246,11 @@ func (l *timeLog) push(t int64) {
 		}
 		l.buf, l.head = grown, 0
 	}
-	l.buf[(l.head+l.n)&(len(l.buf)-1)] = t
+	mask := len(l.buf) - 1
+	i := l.n
+	for ; i > 0 && l.buf[(l.head+i-1)&mask] > t; i-- {
+		l.buf[(l.head+i)&mask] = l.buf[(l.head+i-1)&mask]
+	}
+	l.buf[(l.head+i)&mask] = t
 	l.n++
 }

@@ -18,7 +18,8 @@ import (
 )
 
 // Sentinel errors, for callers that branch on the kind of failure. Errors
-// returned by this package wrap one of them.
+// about the caller's input wrap one of them; a store's failure is returned
+// wrapped as it came (a go-redis error, a context error).
 var (
 	// ErrInvalidLimit reports a Limit that cannot be enforced.
 	ErrInvalidLimit = errors.New("algorithms: invalid limit")
@@ -42,6 +43,16 @@ const MaxKeyLength = 1024
 // exactly. The Redis scripts compute in integers up to this bound, so limits
 // whose arithmetic would pass it are refused.
 const maxExact = 1 << 53
+
+// Bounds on limits, so that every number the scripts compute stays exact.
+const (
+	// MaxPeriod is the longest Period: a year and a day.
+	MaxPeriod = 366 * 24 * time.Hour
+	// MaxSlidingLogRate is the highest Rate of the sliding window log, which
+	// keeps one entry per unit: more would make one decision slow and one
+	// key large in Redis. Use the sliding window counter for more.
+	MaxSlidingLogRate = 10_000
+)
 
 // Limit is a quota: Rate requests per Period. Burst applies to the bucket
 // algorithms (token bucket and leaky bucket): the most requests that may pass
@@ -73,25 +84,50 @@ func (l Limit) String() string {
 	return fmt.Sprintf("%d/%s", l.Rate, l.Period)
 }
 
-// Validate reports whether the limit can be enforced. A limit needs a
-// positive Rate, a Period of at least one millisecond that is a whole number
-// of microseconds, a Burst that is not negative, and numbers small enough
-// that the arithmetic in microseconds stays exact (Rate × Period and
-// Burst × Period in microseconds at most 2^53).
+// Validate reports whether the limit can be enforced by any algorithm. A
+// limit needs a positive Rate, a Period from one millisecond to MaxPeriod
+// that is a whole number of microseconds, and a Burst that is not negative.
+// New checks further bounds that depend on the algorithm; see ValidateFor.
 func (l Limit) Validate() error {
 	switch {
 	case l.Rate <= 0:
 		return fmt.Errorf("%w: rate %d must be positive", ErrInvalidLimit, l.Rate)
-	case l.Period < time.Millisecond:
-		return fmt.Errorf("%w: period %s must be at least 1ms", ErrInvalidLimit, l.Period)
+	case l.Period < time.Millisecond || l.Period > MaxPeriod:
+		return fmt.Errorf("%w: period %s must be from 1ms to %s", ErrInvalidLimit, l.Period, MaxPeriod)
 	case l.Period%time.Microsecond != 0:
 		return fmt.Errorf("%w: period %s must be a whole number of microseconds", ErrInvalidLimit, l.Period)
 	case l.Burst < 0:
 		return fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
 	}
+	return nil
+}
+
+// ValidateFor reports whether alg can enforce the limit exactly. Beyond
+// Validate: the sliding window log takes a Rate of at most
+// MaxSlidingLogRate; the sliding window counter needs Rate × Period (in µs)
+// of at most 2^53, and the buckets Burst × Period of at most 2^52 (they add
+// two such numbers), the range in which a Lua number is an exact integer.
+// Per day that is a Rate of 104,249 for the counter and a Burst of 52,124
+// for the buckets; per hour 2,501,999 and 1,250,999.
+func (l Limit) ValidateFor(alg Algorithm) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
 	p := l.Period.Microseconds()
-	if int64(max(l.Rate, l.Burst)) > maxExact/p {
-		return fmt.Errorf("%w: %s is too large to compute exactly", ErrInvalidLimit, l)
+	switch alg {
+	case SlidingWindowLog:
+		if l.Rate > MaxSlidingLogRate {
+			return fmt.Errorf("%w: the sliding window log takes a rate of at most %d, got %s; the sliding window counter takes more",
+				ErrInvalidLimit, MaxSlidingLogRate, l)
+		}
+	case SlidingWindowCounter:
+		if int64(l.Rate) > maxExact/p {
+			return fmt.Errorf("%w: %s is too large for the sliding window counter to compute exactly", ErrInvalidLimit, l)
+		}
+	case TokenBucket, LeakyBucket:
+		if int64(l.burst()) > maxExact/2/p {
+			return fmt.Errorf("%w: %s is too large for a bucket to compute exactly", ErrInvalidLimit, l)
+		}
 	}
 	return nil
 }
@@ -172,7 +208,9 @@ type Store interface {
 // New returns a Limiter that enforces every one of limits with alg, on store.
 // A request passes only when every limit allows it, and then consumes from
 // all of them; otherwise it consumes from none. New refuses an unknown
-// algorithm, an empty list of limits and an invalid limit.
+// algorithm, an empty list of limits, a limit alg cannot enforce (see
+// ValidateFor) and two limits that alg treats as one (the window algorithms
+// ignore Burst).
 func New(store Store, alg Algorithm, limits ...Limit) (Limiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
@@ -183,10 +221,17 @@ func New(store Store, alg Algorithm, limits ...Limit) (Limiter, error) {
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("%w: no limits given", ErrInvalidLimit)
 	}
+	seen := make(map[string]bool, len(limits))
 	for _, l := range limits {
-		if err := l.Validate(); err != nil {
+		if err := l.ValidateFor(alg); err != nil {
 			return nil, err
 		}
+		// Two limits with one state would be charged twice per request.
+		name := stateName(alg, l)
+		if seen[name] {
+			return nil, fmt.Errorf("%w: %s given twice for %s", ErrInvalidLimit, l, alg)
+		}
+		seen[name] = true
 	}
 	return store.newLimiter(alg, append([]Limit(nil), limits...))
 }

@@ -29,7 +29,7 @@ func newStoreConfig(opts []StoreOption) (storeConfig, error) {
 
 // WithPrefix sets the first part of every Redis key the store writes
 // (default "rl"), so several applications can share one Redis. The prefix
-// may not be empty or contain '{' or '}', which would move the hash tag.
+// must be 1 to 64 bytes without '{' or '}', which would move the hash tag.
 func WithPrefix(p string) StoreOption {
 	return func(c *storeConfig) {
 		if p == "" || strings.ContainsAny(p, "{}") || len(p) > 64 {

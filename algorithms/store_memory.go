@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"sync"
 )
@@ -88,7 +89,7 @@ func (l *memoryLimiter) Allow(ctx context.Context, key string, cost int) (Result
 		return Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("algorithms: memory %s: %w", l.alg, err)
 	}
 	s := l.store
 	now := s.cfg.clock().UnixMicro()
@@ -102,32 +103,20 @@ func (l *memoryLimiter) Allow(ctx context.Context, key string, cost int) (Result
 		sh.nextSweep = now + s.cfg.sweep.Microseconds()
 	}
 	// Most limiters have one or two limits; the arrays keep them off the heap.
-	var stored [4]*entry
-	var next [4]entry
+	var storedBuf [4]*entry
+	var nextBuf [4]entry
+	stored, next := storedBuf[:0], nextBuf[:0]
 	b := newBinding()
 	for i, spec := range l.specs {
 		e := sh.lookup(spec, key)
 		v, n := e.check(l.alg, now, l.params[i], c)
 		b.add(i, v)
-		if i < len(next) {
-			stored[i], next[i] = e, n
-		}
+		stored, next = append(stored, e), append(next, n)
 	}
 	if b.allowed {
-		for i, spec := range l.specs {
-			p := l.params[i]
-			var e *entry
-			var n entry
-			if i < len(next) {
-				e, n = stored[i], next[i]
-			} else {
-				// More limits than the arrays hold: check is pure and the
-				// lock is held, so checking again gives the same entry.
-				e = sh.lookup(spec, key)
-				_, n = e.check(l.alg, now, p, c)
-			}
-			*e = n
-			e.commit(l.alg, now, p, c)
+		for i, e := range stored {
+			*e = next[i]
+			e.commit(l.alg, now, l.params[i], c)
 		}
 	}
 	return b.result(l.alg, l.limits), nil

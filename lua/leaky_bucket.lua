@@ -21,7 +21,8 @@ local function check(i, key, now, rate, period, burst, cost)
     local after = backlog + need
     return true, math.floor((cap - after) / period), 0, math.ceil(after / rate)
   end
-  return false, math.floor((cap - backlog) / period),
+  -- After the clock went back the backlog can exceed the capacity.
+  return false, math.floor(math.max(cap - backlog, 0) / period),
     math.ceil((backlog + need - cap) / rate), math.ceil(backlog / rate)
 end
 

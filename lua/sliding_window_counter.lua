@@ -32,7 +32,7 @@ local function check(i, key, now, rate, period, burst, cost)
     end
   end
   windows[i] = {ws, cur, prev}
-  local e = now - ws
+  local e = math.max(now - ws, 0) -- a clock that went back stays at the window start
   local used = cur + ceil_div(prev * (period - e), period)
   if used + cost <= rate then
     return true, rate - used - cost, 0, ws + 2 * period - now

@@ -5,21 +5,25 @@
 local counts = {}
 
 local function check(i, key, now, rate, period, burst, cost)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
-  local count = redis.call('ZCARD', key)
+  -- Entries at or before now - period have left the window. They are only
+  -- removed on commit, so a denied request writes nothing.
+  local after = '(' .. string.format('%d', now - period)
+  local count = redis.call('ZCOUNT', key, after, '+inf')
   counts[i] = count
   if count + cost <= rate then
     return true, rate - count - cost, 0, period
   end
   -- The request fits once the oldest (count + cost - rate) entries have left.
   local need = count + cost - rate
-  local oldest = redis.call('ZRANGE', key, need - 1, need - 1, 'WITHSCORES')
+  local oldest = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   return false, math.max(rate - count, 0),
     tonumber(oldest[2]) + period - now, tonumber(newest[2]) + period - now
 end
 
 local function commit(i, key, now, cost)
+  local period = tonumber(ARGV[3 * i])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
   local count = counts[i]
   local score = string.format('%d', now)
   local args = {}
@@ -32,5 +36,5 @@ local function commit(i, key, now, cost)
       args = {}
     end
   end
-  redis.call('PEXPIRE', key, math.ceil(tonumber(ARGV[3 * i]) / 1000))
+  redis.call('PEXPIRE', key, math.ceil(period / 1000))
 end

@@ -2,11 +2,11 @@
 -- Tokens are counted in units of 1/period so the refill of rate tokens per
 -- period is a whole rate units per µs: the arithmetic stays in integers.
 -- A missing state is a full bucket, and the key expires when it refills.
-local levels = {}
+local levels, stamps = {}, {}
 
 local function check(i, key, now, rate, period, burst, cost)
   local cap = burst * period
-  local tokens = cap
+  local tokens, stamp = cap, now
   local v = redis.call('HMGET', key, 't', 'ts')
   if v[1] and v[2] then
     local t, ts = tonumber(v[1]), tonumber(v[2])
@@ -14,8 +14,10 @@ local function check(i, key, now, rate, period, burst, cost)
     if elapsed < math.ceil((cap - t) / rate) then
       tokens = t + elapsed * rate
     end
+    -- A clock that went back must not refill the same time twice.
+    stamp = math.max(now, ts)
   end
-  levels[i] = tokens
+  levels[i], stamps[i] = tokens, stamp
   local need = cost * period
   if tokens >= need then
     local left = tokens - need
@@ -29,6 +31,7 @@ local function commit(i, key, now, cost)
   local a = 3 * i - 1
   local rate, period, burst = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local left = levels[i] - cost * period
-  redis.call('HSET', key, 't', string.format('%d', left), 'ts', string.format('%d', now))
-  redis.call('PEXPIRE', key, math.ceil(math.ceil((burst * period - left) / rate) / 1000))
+  redis.call('HSET', key, 't', string.format('%d', left), 'ts', string.format('%d', stamps[i]))
+  local full = stamps[i] + math.ceil((burst * period - left) / rate)
+  redis.call('PEXPIRE', key, math.ceil((full - now) / 1000))
 end
