@@ -1,0 +1,120 @@
+package middleware
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// decision is the state of one request's decision: the context the limiter
+// runs under and the storage for the header values that result.
+//
+// The context behaves as context.WithTimeout(parent, timeout) would, but
+// arms its timer only when a limiter asks for Done. A limiter that checks
+// just Err and Deadline, as the memory store does, then costs no timer, no
+// cancel function and no registration with the parent: with WithTimeout
+// those are four allocations and a timer-heap update on every request,
+// more than the rest of the middleware together. The header values share
+// the allocation for the same reason.
+type decision struct {
+	parent   context.Context
+	deadline time.Time
+
+	mu         sync.Mutex
+	done       chan struct{} // made by the first Done call
+	err        error         // once set, never changes
+	timer      *time.Timer   // armed by Done
+	stopParent func() bool   // armed by Done
+
+	vals [6]string // header values, sliced by setHeaders
+}
+
+// newDecision returns a decision whose context ends at the earlier of the
+// parent's deadline and timeout from now.
+func newDecision(parent context.Context, timeout time.Duration) *decision {
+	deadline := time.Now().Add(timeout)
+	if pd, ok := parent.Deadline(); ok && pd.Before(deadline) {
+		deadline = pd
+	}
+	return &decision{parent: parent, deadline: deadline}
+}
+
+// Deadline implements context.Context.
+func (d *decision) Deadline() (time.Time, bool) { return d.deadline, true }
+
+// Value implements context.Context.
+func (d *decision) Value(key any) any { return d.parent.Value(key) }
+
+// Err implements context.Context: DeadlineExceeded once the deadline has
+// passed, the parent's error once the parent is done, Canceled after
+// release.
+func (d *decision) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.errLocked()
+}
+
+// errLocked is Err with d.mu held. Until Done arms the timer, it reads the
+// clock and the parent itself; afterwards the timer and the parent's
+// callback set err.
+func (d *decision) errLocked() error {
+	if d.err == nil && d.done == nil {
+		if err := d.parent.Err(); err != nil {
+			d.err = err
+		} else if !time.Now().Before(d.deadline) {
+			d.err = context.DeadlineExceeded
+		}
+	}
+	return d.err
+}
+
+// Done implements context.Context. The first call arms a timer for the
+// deadline and a callback on the parent, as WithTimeout does at once.
+func (d *decision) Done() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done != nil {
+		return d.done
+	}
+	err := d.errLocked()
+	d.done = make(chan struct{})
+	if err != nil {
+		close(d.done)
+		return d.done
+	}
+	d.timer = time.AfterFunc(time.Until(d.deadline), func() { d.cancel(context.DeadlineExceeded) })
+	d.stopParent = context.AfterFunc(d.parent, func() { d.cancel(d.parent.Err()) })
+	return d.done
+}
+
+// cancel ends the context with err unless it has ended already. It is
+// only called once Done has made the channel.
+func (d *decision) cancel(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err == nil {
+		d.err = err
+		close(d.done)
+	}
+}
+
+// release ends the context when the limiter has answered, as the cancel
+// function of WithTimeout does, and frees the timer and the callback.
+func (d *decision) release() {
+	d.mu.Lock()
+	timer, stopParent := d.timer, d.stopParent
+	d.timer, d.stopParent = nil, nil
+	if d.err == nil {
+		d.err = context.Canceled
+		if d.done != nil {
+			close(d.done)
+		}
+	}
+	d.mu.Unlock()
+	if timer != nil {
+		timer.Stop()
+	}
+	if stopParent != nil {
+		stopParent()
+	}
+}

@@ -1,0 +1,154 @@
+package middleware_test
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
+)
+
+// send makes a request to h from the client at addr and prints the status
+// and two of the rate-limit headers.
+func send(h http.Handler, method, path, addr string, header ...string) {
+	r := httptest.NewRequest(method, path, nil)
+	r.RemoteAddr = addr
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	fmt.Println(strings.TrimSpace(fmt.Sprint(w.Code, " ", w.Header().Get("RateLimit"), " ", w.Header().Get("Retry-After"))))
+}
+
+// The middleware on net/http's ServeMux, keyed by client IP (the default),
+// with the state in process memory.
+func Example() {
+	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit := middleware.New(limiter)
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /search", limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "results")
+	})))
+
+	for range 3 {
+		send(mux, http.MethodGet, "/search", "192.0.2.1:1234")
+	}
+	// Output:
+	// 200 "default";r=1;t=60
+	// 200 "default";r=0;t=60
+	// 429 "default";r=0;t=60 60
+}
+
+// Per-route limits on chi: a limit for searches with r.With, and a limit
+// on uploads, charged by the number of files, for a whole route group.
+// Clients are keyed by API key where they send one, else by IP.
+func Example_chi() {
+	store := algorithms.NewMemoryStore()
+	searches, err := algorithms.New(store, algorithms.SlidingWindowCounter, algorithms.PerMinute(100))
+	if err != nil {
+		log.Fatal(err)
+	}
+	uploads, err := algorithms.New(store, algorithms.TokenBucket, algorithms.PerHour(10))
+	if err != nil {
+		log.Fatal(err)
+	}
+	key := middleware.WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key"), keyfunc.IP()))
+	files := func(r *http.Request) int {
+		n, err := strconv.Atoi(r.URL.Query().Get("files"))
+		if err != nil {
+			return 1
+		}
+		return n // below 1 gets 400, above the quota 413
+	}
+
+	ok := func(w http.ResponseWriter, r *http.Request) {}
+	r := chi.NewRouter()
+	r.With(middleware.New(searches, key, middleware.WithPolicyName("search"))).Get("/search", ok)
+	r.Route("/uploads", func(r chi.Router) {
+		r.Use(middleware.New(uploads, key, middleware.WithCost(files), middleware.WithPolicyName("uploads")))
+		r.Post("/", ok)
+	})
+
+	send(r, http.MethodGet, "/search", "192.0.2.1:1234")
+	send(r, http.MethodPost, "/uploads/?files=8", "192.0.2.1:1234", "X-API-Key", "k-123")
+	send(r, http.MethodPost, "/uploads/?files=3", "192.0.2.1:1234", "X-API-Key", "k-123")
+	send(r, http.MethodPost, "/uploads/?files=50", "192.0.2.1:1234", "X-API-Key", "k-123")
+	// Output:
+	// 200 "search";r=99;t=120
+	// 200 "uploads";r=2;t=2880
+	// 429 "uploads";r=2;t=360 360
+	// 413
+}
+
+// Tiers: the limiter is picked per request from the API key, known to the
+// service by its hash only. Unknown keys and anonymous clients get the
+// limiter given to New.
+func ExampleWithLimiterFunc() {
+	store := algorithms.NewMemoryStore()
+	mustNew := func(l algorithms.Limit) algorithms.Limiter {
+		lim, err := algorithms.New(store, algorithms.FixedWindow, l)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return lim
+	}
+	anonymous, free, pro := mustNew(algorithms.PerMinute(1)), mustNew(algorithms.PerMinute(2)), mustNew(algorithms.PerMinute(5))
+	plans := map[string]algorithms.Limiter{
+		"key:" + keyfunc.HashAPIKey("free-key"): free,
+		"key:" + keyfunc.HashAPIKey("pro-key"):  pro,
+	}
+	limit := middleware.New(anonymous,
+		middleware.WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key"), keyfunc.IP())),
+		middleware.WithLimiterFunc(func(_ *http.Request, key string) algorithms.Limiter {
+			return plans[key] // nil, so New's limiter, for other keys and IPs
+		}),
+	)
+	h := limit(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	send(h, http.MethodGet, "/", "192.0.2.1:1234", "X-API-Key", "free-key")
+	send(h, http.MethodGet, "/", "192.0.2.1:1234", "X-API-Key", "pro-key")
+	send(h, http.MethodGet, "/", "192.0.2.1:1234")
+	// Output:
+	// 200 "default";r=1;t=60
+	// 200 "default";r=4;t=60
+	// 200 "default";r=0;t=60
+}
+
+// Limits shared by every instance of a service, in Redis. The client
+// honours context deadlines, so a hung Redis costs a request at most the
+// middleware's timeout; while Redis is unreachable, each instance counts
+// in its own memory instead.
+func Example_redis() {
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "localhost:6379",
+		ContextTimeoutEnabled: true,
+	})
+	shared, err := algorithms.New(algorithms.NewRedisStore(client), algorithms.SlidingWindowCounter, algorithms.PerMinute(600))
+	if err != nil {
+		log.Fatal(err)
+	}
+	local, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.SlidingWindowCounter, algorithms.PerMinute(600))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit := middleware.New(shared,
+		middleware.WithTimeout(50*time.Millisecond),
+		middleware.WithFallback(local),
+		middleware.WithFailurePolicy(middleware.FailClosed), // if the fallback fails too
+	)
+	http.Handle("/api/", limit(http.NotFoundHandler()))
+}

@@ -1,0 +1,532 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+// newLimiter builds a limiter with algorithms.New or fails the test.
+func newLimiter(t testing.TB, store algorithms.Store, alg algorithms.Algorithm, limits ...algorithms.Limit) algorithms.Limiter {
+	t.Helper()
+	l, err := algorithms.New(store, alg, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// from sends a GET for path from the client at addr through h, with extra
+// headers as name, value pairs.
+func from(h http.Handler, path, addr string, headers ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.RemoteAddr = addr
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Header.Set(headers[i], headers[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
+func TestMemoryStore(t *testing.T) {
+	// Every algorithm, through the default key function (the client IP):
+	// exactly the quota passes, and a client that waits out Retry-After on
+	// the shared fake clock gets in.
+	for _, alg := range algorithms.Algorithms {
+		for _, limit := range []algorithms.Limit{
+			{Rate: 5, Period: 10 * time.Second},
+			{Rate: 2, Period: 300 * time.Millisecond},
+		} {
+			t.Run(fmt.Sprintf("%s %s", alg, limit), func(t *testing.T) {
+				clock := newFakeClock()
+				store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
+				next := &okHandler{}
+				h := New(newLimiter(t, store, alg, limit), withClock(clock.Now))(next)
+
+				first := from(h, "/", "192.0.2.10:5555")
+				wantPolicy := fmt.Sprintf(`"default";q=%d;w=%d`, limit.Rate, ceilSeconds(limit.Period, 1))
+				if got := first.Header().Get("RateLimit-Policy"); got != wantPolicy {
+					t.Errorf("RateLimit-Policy %q, want %q", got, wantPolicy)
+				}
+				if got := first.Header().Get("X-RateLimit-Remaining"); got != strconv.Itoa(limit.Rate-1) {
+					t.Errorf("remaining after one request %q, want %d", got, limit.Rate-1)
+				}
+				for range limit.Rate + 3 {
+					from(h, "/", "192.0.2.10:5555")
+				}
+				if next.count() != limit.Rate {
+					t.Fatalf("%d passed, want exactly %d", next.count(), limit.Rate)
+				}
+				rec := from(h, "/", "192.0.2.10:6666") // same client, new port
+				checkProblem(t, rec, http.StatusTooManyRequests)
+				secs, err := strconv.Atoi(rec.Header().Get("Retry-After"))
+				if err != nil || secs < 1 {
+					t.Fatalf("Retry-After %q", rec.Header().Get("Retry-After"))
+				}
+				if rec := from(h, "/", "198.51.100.7:5555"); rec.Code != http.StatusOK {
+					t.Errorf("another client got %d", rec.Code)
+				}
+				clock.Advance(time.Duration(secs) * time.Second)
+				if rec := from(h, "/", "192.0.2.10:5555"); rec.Code != http.StatusOK {
+					t.Errorf("after waiting Retry-After %ds: %d, want 200", secs, rec.Code)
+				}
+			})
+		}
+	}
+}
+
+func TestKeyfuncErrors(t *testing.T) {
+	verify := func(*jwt.Token) (any, error) { return []byte("test-secret-of-32-bytes-or-more!"), nil }
+	badToken := "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJtYWxsb3J5In0.c2lnbmF0dXJlLWZvcmdlZA"
+	tests := []struct {
+		name       string
+		kf         keyfunc.KeyFunc
+		headers    []string
+		status     int
+		challenges []string
+	}{
+		{"no API key", keyfunc.APIKey("X-API-Key"), nil, http.StatusUnauthorized, []string{"APIKey"}},
+		{"API key too long", keyfunc.APIKey("X-API-Key"), []string{"X-API-Key", strings.Repeat("k", 300)},
+			http.StatusUnauthorized, []string{"APIKey"}},
+		{"no token", keyfunc.JWTSubject(verify), nil, http.StatusUnauthorized, []string{"Bearer"}},
+		{"forged token", keyfunc.JWTSubject(verify), []string{"Authorization", badToken},
+			http.StatusUnauthorized, []string{`Bearer error="invalid_token"`}},
+		{"neither token nor key", keyfunc.FirstOf(keyfunc.JWTSubject(verify), keyfunc.APIKey("X-API-Key")), nil,
+			http.StatusUnauthorized, []string{"Bearer", "APIKey"}},
+		{"no client address", keyfunc.IP(), nil, http.StatusBadRequest, nil},
+		{"misconfigured key function", keyfunc.APIKey(""), nil, http.StatusBadRequest, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logger, _ := newLogger()
+			next := &okHandler{}
+			lim := newCounter(newFakeClock(), 10, time.Minute)
+			h := New(lim, WithKeyFunc(tt.kf), WithLogger(logger))(next)
+			rec := from(h, "/", "not an address", tt.headers...)
+			checkProblem(t, rec, tt.status)
+			if got := rec.Header().Values("WWW-Authenticate"); fmt.Sprint(got) != fmt.Sprint(tt.challenges) {
+				t.Errorf("WWW-Authenticate %q, want %q", got, tt.challenges)
+			}
+			if next.count() != 0 || len(lim.seenKeys()) != 0 {
+				t.Error("a request without a key reached the limiter or the handler")
+			}
+			if strings.Contains(rec.Body.String(), "eyJ") || strings.Contains(rec.Body.String(), "kkkk") {
+				t.Errorf("body echoes the credential: %s", rec.Body)
+			}
+		})
+	}
+
+	// FirstOf with the client IP last is how a service lets anonymous
+	// clients in, under a limit of their own.
+	next := &okHandler{}
+	h := New(newCounter(newFakeClock(), 10, time.Minute),
+		WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key"), keyfunc.IP())))(next)
+	if rec := from(h, "/", "192.0.2.1:1234"); rec.Code != http.StatusOK {
+		t.Errorf("anonymous client with the IP fallback: %d", rec.Code)
+	}
+}
+
+func TestTiers(t *testing.T) {
+	clock := newFakeClock()
+	store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
+	free := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2))
+	pro := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5))
+	anonymous := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(1))
+	// The plans know keys by their hash only, as a service should keep them.
+	plans := map[string]algorithms.Limiter{
+		"key:" + keyfunc.HashAPIKey("free-key-1"): free,
+		"key:" + keyfunc.HashAPIKey("pro-key-1"):  pro,
+	}
+	pick := func(_ *http.Request, key string) algorithms.Limiter {
+		return plans[key] // nil for unknown keys and IPs: the default limiter
+	}
+	next := &okHandler{}
+	h := New(anonymous, WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key"), keyfunc.IP())), WithLimiterFunc(pick))(next)
+
+	for _, tt := range []struct {
+		name, key string
+		want      int
+		limit     string
+	}{
+		{"free", "free-key-1", 2, "2"},
+		{"pro", "pro-key-1", 5, "5"},
+		{"unknown key", "who-knows", 1, "1"},
+		{"anonymous", "", 1, "1"},
+	} {
+		passed := 0
+		var headers []string
+		if tt.key != "" {
+			headers = []string{"X-API-Key", tt.key}
+		}
+		var last *httptest.ResponseRecorder
+		for range 10 {
+			last = from(h, "/", "192.0.2.44:1000", headers...)
+			if last.Code == http.StatusOK {
+				passed++
+			}
+		}
+		if passed != tt.want {
+			t.Errorf("%s: %d of 10 passed, want %d", tt.name, passed, tt.want)
+		}
+		if got := last.Header().Get("X-RateLimit-Limit"); got != tt.limit {
+			t.Errorf("%s: X-RateLimit-Limit %q, want %q", tt.name, got, tt.limit)
+		}
+	}
+}
+
+func TestMounting(t *testing.T) {
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
+	type route struct {
+		path  string
+		limit int // 0: not limited
+	}
+	tests := []struct {
+		name   string
+		build  func(mw2, mw3 func(http.Handler) http.Handler) http.Handler
+		routes []route
+	}{{
+		name: "chi With",
+		build: func(mw2, mw3 func(http.Handler) http.Handler) http.Handler {
+			r := chi.NewRouter()
+			r.With(mw2).Get("/a", ok)
+			r.With(mw3).Get("/b/{id}", ok)
+			r.Get("/free", ok)
+			return r
+		},
+		routes: []route{{"/a", 2}, {"/b/1", 3}, {"/free", 0}},
+	}, {
+		name: "chi Route and Use",
+		build: func(mw2, mw3 func(http.Handler) http.Handler) http.Handler {
+			r := chi.NewRouter()
+			r.Route("/a", func(r chi.Router) {
+				r.Use(mw2)
+				r.Get("/", ok)
+				r.Get("/x", ok) // same limiter and key: shares /a's count
+			})
+			r.Route("/b", func(r chi.Router) {
+				r.Use(mw3)
+				r.Get("/", ok)
+			})
+			r.Get("/free", ok)
+			return r
+		},
+		routes: []route{{"/a/", 2}, {"/b/", 3}, {"/free", 0}},
+	}, {
+		name: "ServeMux",
+		build: func(mw2, mw3 func(http.Handler) http.Handler) http.Handler {
+			mux := http.NewServeMux()
+			mux.Handle("GET /a", mw2(http.HandlerFunc(ok)))
+			mux.Handle("GET /b/{id}", mw3(http.HandlerFunc(ok)))
+			mux.HandleFunc("GET /free", ok)
+			return mux
+		},
+		routes: []route{{"/a", 2}, {"/b/7", 3}, {"/free", 0}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newFakeClock()
+			// One store, two limiters: their counts are their own.
+			store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
+			mw2 := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2)))
+			mw3 := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(3)))
+			h := tt.build(mw2, mw3)
+			// Interleave the routes, so a shared counter would show.
+			passed := map[string]int{}
+			for range 6 {
+				for _, rt := range tt.routes {
+					rec := from(h, rt.path, "192.0.2.8:4000")
+					switch rec.Code {
+					case http.StatusOK:
+						passed[rt.path]++
+					case http.StatusTooManyRequests:
+					default:
+						t.Fatalf("%s: status %d", rt.path, rec.Code)
+					}
+					if limited := rec.Header().Get("X-RateLimit-Limit") != ""; limited != (rt.limit > 0) {
+						t.Errorf("%s: rate-limit headers %v, want %v", rt.path, limited, rt.limit > 0)
+					}
+				}
+			}
+			for _, rt := range tt.routes {
+				want := rt.limit
+				if want == 0 {
+					want = 6
+				}
+				if passed[rt.path] != want {
+					t.Errorf("%s: %d of 6 passed, want %d", rt.path, passed[rt.path], want)
+				}
+			}
+			if tt.name == "chi Route and Use" {
+				if rec := from(h, "/a/x", "192.0.2.8:4000"); rec.Code != http.StatusTooManyRequests {
+					t.Errorf("/a/x shares the group's limiter and key, got %d", rec.Code)
+				}
+			}
+		})
+	}
+}
+
+func TestSharedLimiterKeyedByRoute(t *testing.T) {
+	// One limiter object on two routes counts both together under the same
+	// key; keying by route as well separates them.
+	ok := func(w http.ResponseWriter, _ *http.Request) {}
+	for _, tt := range []struct {
+		name string
+		opts []Option
+		want string
+	}{
+		{"by IP: one count for both", nil, "map[/x:1 /y:1]"},
+		{"by route and IP", []Option{WithKeyFunc(keyfunc.Join(keyfunc.Route, keyfunc.IP()))}, "map[/x:2 /y:2]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := algorithms.NewMemoryStore()
+			lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2))
+			r := chi.NewRouter()
+			r.With(New(lim, tt.opts...)).Get("/x", ok)
+			r.With(New(lim, tt.opts...)).Get("/y", ok)
+			passed := map[string]int{}
+			for range 4 {
+				for _, p := range []string{"/x", "/y"} {
+					if from(r, p, "192.0.2.9:1").Code == http.StatusOK {
+						passed[p]++
+					}
+				}
+			}
+			if fmt.Sprint(passed) != tt.want {
+				t.Errorf("passed %v, want %s", passed, tt.want)
+			}
+		})
+	}
+}
+
+// redisLimiter returns a limiter on a go-redis client for addr. The client
+// honours context deadlines, as the package documentation asks, and does
+// not retry, so a test sees failures as they happen.
+func redisLimiter(t testing.TB, addr string, alg algorithms.Algorithm, limits ...algorithms.Limit) algorithms.Limiter {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	return newLimiter(t, algorithms.NewRedisStore(client), alg, limits...)
+}
+
+func TestRedisExactCount(t *testing.T) {
+	// Two middleware instances with clients of their own, as two app
+	// instances have, share one limit.
+	addr := redistest.Standalone(t)
+	const limit = 25
+	next := &okHandler{}
+	var hs []http.Handler
+	for range 2 {
+		lim := redisLimiter(t, addr, algorithms.SlidingWindowLog, algorithms.PerMinute(limit))
+		hs = append(hs, New(lim, WithTimeout(5*time.Second))(next))
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for i := range 100 {
+		wg.Go(func() {
+			rec := from(hs[i%2], "/", "203.0.113.5:1")
+			mu.Lock()
+			codes[rec.Code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if codes[http.StatusOK] != limit || codes[http.StatusTooManyRequests] != 100-limit || next.count() != limit {
+		t.Errorf("statuses %v, handler ran %d times; want exactly %d passes", codes, next.count(), limit)
+	}
+}
+
+func TestRedisDown(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	tests := []struct {
+		name   string
+		opts   []Option
+		status int
+		// headers reports whether the answer carries rate-limit headers: only
+		// a decision by the fallback does.
+		headers bool
+	}{
+		{"fail open", nil, http.StatusOK, false},
+		{"fail closed", []Option{WithFailurePolicy(FailClosed)}, http.StatusServiceUnavailable, false},
+		{"fallback", []Option{WithFailurePolicy(FailClosed),
+			WithFallback(newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(10)))},
+			http.StatusOK, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			logger, logs := newLogger()
+			lim := redisLimiter(t, srv.Addr, algorithms.TokenBucket, algorithms.PerMinute(10))
+			opts := append([]Option{WithTimeout(timeout), WithLogger(logger)}, tt.opts...)
+			h := New(lim, opts...)(&okHandler{})
+
+			if rec := from(h, "/", "203.0.113.6:1"); rec.Code != http.StatusOK || rec.Header().Get("X-RateLimit-Limit") != "10" {
+				t.Fatalf("with Redis up: %d %v", rec.Code, rec.Header())
+			}
+			srv.Stop()
+			for i := range 3 { // a pooled connection first, then fresh dials
+				start := time.Now()
+				rec := from(h, "/", "203.0.113.6:1")
+				took := time.Since(start)
+				if took > timeout+500*time.Millisecond {
+					t.Errorf("request %d decided after %s, timeout %s", i, took, timeout)
+				}
+				if rec.Code != tt.status {
+					t.Fatalf("request %d: status %d, want %d; body %s", i, rec.Code, tt.status, rec.Body)
+				}
+				if got := rec.Header().Get("X-RateLimit-Limit") != ""; got != tt.headers {
+					t.Errorf("request %d: rate-limit headers %v, want %v", i, got, tt.headers)
+				}
+				if strings.Contains(rec.Body.String(), "127.0.0.1") || strings.Contains(rec.Body.String(), "refused") {
+					t.Errorf("body leaks the Redis error: %s", rec.Body)
+				}
+			}
+			if !strings.Contains(logs.String(), "rate limiter failed") || strings.Contains(logs.String(), "203.0.113.6") {
+				t.Errorf("log lacks the failure or holds the client address: %q", logs)
+			}
+		})
+	}
+}
+
+func TestRedisHung(t *testing.T) {
+	// A server that accepts connections and never answers: only the
+	// decision's deadline ends the wait.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		close(done)
+		conns.Wait()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() {
+				<-done
+				_ = c.Close()
+			})
+		}
+	}()
+
+	const timeout = 100 * time.Millisecond
+	for _, policy := range []FailurePolicy{FailOpen, FailClosed} {
+		logger, _ := newLogger()
+		lim := redisLimiter(t, ln.Addr().String(), algorithms.FixedWindow, algorithms.PerMinute(10))
+		h := New(lim, WithTimeout(timeout), WithFailurePolicy(policy), WithLogger(logger))(&okHandler{})
+		start := time.Now()
+		rec := from(h, "/", "203.0.113.7:1")
+		if took := time.Since(start); took < timeout || took > timeout+500*time.Millisecond {
+			t.Errorf("%s: decided after %s, timeout %s", policy, took, timeout)
+		}
+		want := http.StatusOK
+		if policy == FailClosed {
+			want = http.StatusServiceUnavailable
+		}
+		if rec.Code != want {
+			t.Errorf("%s: status %d, want %d", policy, rec.Code, want)
+		}
+	}
+}
+
+func TestRedisAPIKeyNeverStored(t *testing.T) {
+	const raw = "sk_live_5f1d3c9a7b2e4d6f8a0c"
+	srv := redistest.StartServer(t)
+	logger, logs := newLogger()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	var hs []http.Handler
+	for _, alg := range algorithms.Algorithms {
+		lim := newLimiter(t, algorithms.NewRedisStore(client), alg, algorithms.PerMinute(3))
+		hs = append(hs, New(lim, WithKeyFunc(keyfunc.APIKey("X-API-Key")), WithLogger(logger))(&okHandler{}))
+	}
+	var responses []string
+	for _, h := range hs {
+		for range 5 {
+			rec := from(h, "/", "203.0.113.8:1", "X-API-Key", raw)
+			responses = append(responses, fmt.Sprint(rec.Header()), rec.Body.String())
+		}
+	}
+
+	var keys []string
+	iter := client.Scan(context.Background(), 0, "*", 1000).Iterator()
+	for iter.Next(context.Background()) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) < len(algorithms.Algorithms) {
+		t.Fatalf("SCAN found %d keys %q; want one per algorithm at least", len(keys), keys)
+	}
+	hash := keyfunc.HashAPIKey(raw)
+	for _, k := range keys {
+		if strings.Contains(k, raw) || strings.Contains(k, raw[8:]) {
+			t.Errorf("Redis key %q holds the API key", k)
+		}
+		if !strings.Contains(k, hash) {
+			t.Errorf("Redis key %q is not keyed by the API key's hash", k)
+		}
+	}
+
+	// With Redis gone, the failure is logged: still without the key.
+	srv.Stop()
+	rec := from(hs[0], "/", "203.0.113.8:1", "X-API-Key", raw)
+	responses = append(responses, fmt.Sprint(rec.Header()), rec.Body.String())
+	if !strings.Contains(logs.String(), "rate limiter failed") {
+		t.Errorf("no failure logged: %q", logs)
+	}
+	for _, s := range append(responses, logs.String()) {
+		if strings.Contains(s, raw) || strings.Contains(s, hash) {
+			t.Errorf("the API key or its hash leaked: %q", s)
+		}
+	}
+}
+
+func TestRedisRetryAfterHonoured(t *testing.T) {
+	// Redis keeps its own clock, so this waits for real: a one-second
+	// window keeps it short.
+	addr := redistest.Standalone(t)
+	for _, alg := range algorithms.Algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			lim := redisLimiter(t, addr, alg, algorithms.Limit{Rate: 2, Period: 500 * time.Millisecond})
+			h := New(lim, WithTimeout(time.Second))(&okHandler{})
+			client := "203.0.113.9:1"
+			var rec *httptest.ResponseRecorder
+			for range 3 {
+				rec = from(h, "/"+string(alg), client)
+			}
+			checkProblem(t, rec, http.StatusTooManyRequests)
+			secs, err := strconv.Atoi(rec.Header().Get("Retry-After"))
+			if err != nil || secs != 1 {
+				t.Fatalf("Retry-After %q, want 1 for a half-second window", rec.Header().Get("Retry-After"))
+			}
+			time.Sleep(time.Duration(secs) * time.Second)
+			if rec := from(h, "/"+string(alg), client); rec.Code != http.StatusOK {
+				t.Errorf("after waiting Retry-After: %d", rec.Code)
+			}
+		})
+	}
+}
