@@ -183,7 +183,8 @@ func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handl
 	proKeys := map[string]bool{}
 	for _, k := range strings.Split(cfg.proKeys, ",") {
 		if k = strings.TrimSpace(k); k != "" {
-			proKeys[keyfunc.HashAPIKey(k)] = true
+			// The API key function's key for k: its hash, never k itself.
+			proKeys["key:"+keyfunc.HashAPIKey(k)] = true
 		}
 	}
 
@@ -245,8 +246,8 @@ func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handl
 	if err != nil {
 		return nil, err
 	}
-	pickPlan := middleware.WithLimiterFunc(func(req *http.Request) algorithms.Limiter {
-		if proKeys[keyfunc.HashAPIKey(req.Header.Get("X-API-Key"))] {
+	pickPlan := middleware.WithLimiterFunc(func(_ *http.Request, key string) algorithms.Limiter {
+		if proKeys[key] {
 			return pro
 		}
 		return nil // the free limiter
