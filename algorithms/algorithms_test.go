@@ -148,15 +148,6 @@ func TestMemoryClockAtEpoch(t *testing.T) {
 	}
 }
 
-func TestMemoryContextDone(t *testing.T) {
-	l, _ := New(NewMemoryStore(), FixedWindow, PerSecond(1))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := l.Allow(ctx, "k", 1); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Allow with a cancelled context: %v", err)
-	}
-}
-
 // Keys that went quiet are dropped by the next sweep of their shard.
 func TestMemoryReclaimsQuietKeys(t *testing.T) {
 	for _, alg := range Algorithms {

@@ -10,17 +10,19 @@ import (
 // runs under and the storage for the header values that result.
 //
 // The context behaves as context.WithTimeout(parent, timeout) would, but
-// arms its timer only when a limiter asks for Done. A limiter that checks
-// just Err and Deadline, as the memory store does, then costs no timer, no
-// cancel function and no registration with the parent: with WithTimeout
-// those are four allocations and a timer-heap update on every request,
-// more than the rest of the middleware together. The header values share
-// the allocation for the same reason.
+// its clock starts when the limiter first looks at it, and it arms its
+// timer only when a limiter asks for Done. A limiter that never waits, as
+// the memory store, then costs no clock read, no timer, no cancel function
+// and no registration with the parent: with WithTimeout those are four
+// allocations and a timer-heap update on every request, more than the rest
+// of the middleware together. The header values share the allocation for
+// the same reason.
 type decision struct {
-	parent   context.Context
-	deadline time.Time
+	parent  context.Context
+	timeout time.Duration
 
 	mu         sync.Mutex
+	deadline   time.Time     // zero until the limiter first looks
 	done       chan struct{} // made by the first Done call
 	err        error         // once set, never changes
 	timer      *time.Timer   // armed by Done
@@ -30,17 +32,29 @@ type decision struct {
 }
 
 // newDecision returns a decision whose context ends at the earlier of the
-// parent's deadline and timeout from now.
+// parent's deadline and timeout from when the limiter first looks at it.
 func newDecision(parent context.Context, timeout time.Duration) *decision {
-	deadline := time.Now().Add(timeout)
-	if pd, ok := parent.Deadline(); ok && pd.Before(deadline) {
-		deadline = pd
+	return &decision{parent: parent, timeout: timeout}
+}
+
+// deadlineLocked returns the deadline, fixing it on first use. The caller
+// holds d.mu.
+func (d *decision) deadlineLocked() time.Time {
+	if d.deadline.IsZero() {
+		d.deadline = time.Now().Add(d.timeout)
+		if pd, ok := d.parent.Deadline(); ok && pd.Before(d.deadline) {
+			d.deadline = pd
+		}
 	}
-	return &decision{parent: parent, deadline: deadline}
+	return d.deadline
 }
 
 // Deadline implements context.Context.
-func (d *decision) Deadline() (time.Time, bool) { return d.deadline, true }
+func (d *decision) Deadline() (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.deadlineLocked(), true
+}
 
 // Value implements context.Context.
 func (d *decision) Value(key any) any { return d.parent.Value(key) }
@@ -61,7 +75,7 @@ func (d *decision) errLocked() error {
 	if d.err == nil && d.done == nil {
 		if err := d.parent.Err(); err != nil {
 			d.err = err
-		} else if !time.Now().Before(d.deadline) {
+		} else if !time.Now().Before(d.deadlineLocked()) {
 			d.err = context.DeadlineExceeded
 		}
 	}
@@ -82,7 +96,7 @@ func (d *decision) Done() <-chan struct{} {
 		close(d.done)
 		return d.done
 	}
-	d.timer = time.AfterFunc(time.Until(d.deadline), func() { d.cancel(context.DeadlineExceeded) })
+	d.timer = time.AfterFunc(time.Until(d.deadlineLocked()), func() { d.cancel(context.DeadlineExceeded) })
 	d.stopParent = context.AfterFunc(d.parent, func() { d.cancel(d.parent.Err()) })
 	return d.done
 }
