@@ -169,7 +169,6 @@ func (e *entry) commit(alg Algorithm, now int64, p params, cost int64) {
 // longest retry; the first such limit on a full tie.
 type binding struct {
 	allowed   bool
-	index     int
 	pass      verdict
 	deny      verdict
 	passIndex int
