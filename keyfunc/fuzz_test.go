@@ -102,18 +102,7 @@ func referenceXFF(lines []string) (string, bool) {
 	if len(entries) > maxHops {
 		return "", false
 	}
-	last := netip.MustParseAddr("10.0.0.1")
-	for i := len(entries) - 1; i >= 0; i-- {
-		a, ok := parseXFFEntry(entries[i])
-		if !ok {
-			break
-		}
-		last = a
-		if !inTrusted(a) {
-			break
-		}
-	}
-	return ipKey(last, DefaultIPv6Prefix), true
+	return referenceWalk(entries, parseXFFEntry), true
 }
 
 // referenceForwarded splits Forwarded left to right, which agrees with the
@@ -138,9 +127,16 @@ func referenceForwarded(lines []string) (string, bool) {
 	if size >= maxForwardedBytes/2 || len(elems) > maxHops {
 		return "", false
 	}
+	return referenceWalk(elems, parseForwardedElement), true
+}
+
+// referenceWalk walks entries from the right from the trusted peer 10.0.0.1:
+// past trusted addresses, stopping at the first untrusted one or at one
+// that does not parse, and returns the key of the last address reached.
+func referenceWalk(entries []string, parse func(string) (netip.Addr, bool)) string {
 	last := netip.MustParseAddr("10.0.0.1")
-	for i := len(elems) - 1; i >= 0; i-- {
-		a, ok := parseForwardedElement(elems[i])
+	for i := len(entries) - 1; i >= 0; i-- {
+		a, ok := parse(entries[i])
 		if !ok {
 			break
 		}
@@ -149,7 +145,7 @@ func referenceForwarded(lines []string) (string, bool) {
 			break
 		}
 	}
-	return ipKey(last, DefaultIPv6Prefix), true
+	return ipKey(last, DefaultIPv6Prefix)
 }
 
 func inTrusted(a netip.Addr) bool {
