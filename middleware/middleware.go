@@ -56,7 +56,10 @@
 // Each decision gets its own deadline (WithTimeout, 100 ms by default); the
 // limiter must honour its context. When it fails or runs out of time, the
 // optional fallback limiter (WithFallback) decides instead; when there is
-// none, or it fails too, the failure policy applies: FailOpen (the default)
+// none, or it fails too, the failure policy applies. After a failure the
+// middleware stops asking the limiter for a while (WithBreaker, one second
+// by default), so an outage does not cost every request the whole timeout;
+// then one request tries it again. The policies: FailOpen (the default)
 // passes the request on without rate-limit headers, FailClosed answers 503.
 // Failures are logged with log/slog, at most once a second per middleware,
 // with a short hash of the key instead of the key. For Redis, give the
@@ -91,6 +94,10 @@ import (
 
 // DefaultTimeout bounds each decision unless WithTimeout says otherwise.
 const DefaultTimeout = 100 * time.Millisecond
+
+// DefaultBreakFor is how long the middleware stops asking a failed limiter,
+// unless WithBreaker says otherwise.
+const DefaultBreakFor = time.Second
 
 // DefaultPolicyName names the policy in the RateLimit fields and in the 429
 // body unless WithPolicyName says otherwise.
@@ -179,6 +186,16 @@ func WithFallback(l algorithms.Limiter) Option {
 	return func(c *config) { c.fallback = l }
 }
 
+// WithBreaker sets how long the middleware stops asking a limiter that
+// failed or timed out (default DefaultBreakFor; 0 turns the breaker off).
+// Without it, every request during a Redis outage would wait out the whole
+// timeout; with it, requests go straight to the fallback or the failure
+// policy, and once the time is up one request tries the limiter again: on
+// success all requests return to it, on failure the break starts over.
+func WithBreaker(breakFor time.Duration) Option {
+	return func(c *config) { c.breakFor = breakFor }
+}
+
 // WithUnavailableRetryAfter sets the Retry-After sent with the 503 of
 // FailClosed, rounded up to whole seconds and at least 1; the default is
 // one second.
@@ -243,6 +260,7 @@ type config struct {
 	timeout          time.Duration
 	policy           FailurePolicy
 	fallback         algorithms.Limiter
+	breakFor         time.Duration
 	unavailableRetry time.Duration
 	logger           *slog.Logger
 	legacy           bool
@@ -262,6 +280,7 @@ type config struct {
 	badCost      problem
 	costTooLarge problem
 	logGate      logGate
+	brokenUntil  atomic.Int64 // Unix nanoseconds until which the limiter is not asked; 0 when healthy
 }
 
 // New returns middleware that rate-limits each request with limiter (or the
@@ -269,12 +288,13 @@ type config struct {
 //
 // New panics on configuration that no request could be served with, all of
 // which is fixed when the program is written: a nil limiter, a timeout that
-// is not positive, an invalid policy name, or an unknown FailurePolicy or
-// ResetMode.
+// is not positive, a negative breaker time, an invalid policy name, or an
+// unknown FailurePolicy or ResetMode.
 func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	c := &config{
 		limiter:          limiter,
 		timeout:          DefaultTimeout,
+		breakFor:         DefaultBreakFor,
 		unavailableRetry: time.Second,
 		legacy:           true,
 		ietf:             true,
@@ -299,6 +319,8 @@ func (c *config) init() error {
 		return errors.New("nil limiter")
 	case c.timeout <= 0:
 		return fmt.Errorf("timeout %s is not positive", c.timeout)
+	case c.breakFor < 0:
+		return fmt.Errorf("breaker time %s is negative", c.breakFor)
 	case c.policy != FailOpen && c.policy != FailClosed:
 		return fmt.Errorf("unknown failure policy %d", c.policy)
 	case c.resetMode != ResetEpoch && c.resetMode != ResetDelta:
@@ -386,7 +408,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	d, res, err := c.decide(r.Context(), lim, key, cost)
+	d, res, err := c.decideGuarded(r.Context(), lim, key, cost)
 	if err != nil && c.fallback != nil && isFailure(err) && r.Context().Err() == nil {
 		c.logFailure(err, key, "fallback")
 		d, res, err = c.decide(r.Context(), c.fallback, key, cost)
@@ -429,6 +451,35 @@ func (c *config) decide(parent context.Context, l algorithms.Limiter, key string
 	d := newDecision(parent, c.timeout)
 	res, err := l.Allow(d, key, cost)
 	d.release()
+	return d, res, err
+}
+
+// errBroken stands for the limiter's answer while the breaker is open.
+var errBroken = errors.New("middleware: limiter skipped after a recent failure")
+
+// decideGuarded is decide behind the breaker: while it is open the limiter
+// is not asked and errBroken is the answer; a failure opens it.
+func (c *config) decideGuarded(ctx context.Context, l algorithms.Limiter, key string, cost int) (*decision, algorithms.Result, error) {
+	if c.breakFor == 0 {
+		return c.decide(ctx, l, key, cost)
+	}
+	if until := c.brokenUntil.Load(); until != 0 {
+		now := c.now().UnixNano()
+		// When the break is over, one request (the one that wins the swap)
+		// tries the limiter; the others stay on the broken path meanwhile.
+		if now < until || !c.brokenUntil.CompareAndSwap(until, now+int64(c.breakFor)) {
+			return nil, algorithms.Result{}, errBroken
+		}
+	}
+	d, res, err := c.decide(ctx, l, key, cost)
+	switch {
+	case err == nil:
+		if c.brokenUntil.Load() != 0 {
+			c.brokenUntil.Store(0)
+		}
+	case isFailure(err) && ctx.Err() == nil:
+		c.brokenUntil.Store(c.now().UnixNano() + int64(c.breakFor))
+	}
 	return d, res, err
 }
 

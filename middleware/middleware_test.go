@@ -581,6 +581,7 @@ func TestNewPanics(t *testing.T) {
 		{"nil limiter", nil, nil},
 		{"zero timeout", lim, []Option{WithTimeout(0)}},
 		{"negative timeout", lim, []Option{WithTimeout(-time.Second)}},
+		{"negative breaker time", lim, []Option{WithBreaker(-time.Second)}},
 		{"unknown failure policy", lim, []Option{WithFailurePolicy(7)}},
 		{"unknown reset mode", lim, []Option{WithResetMode(9)}},
 		{"empty policy name", lim, []Option{WithPolicyName("")}},

@@ -1,0 +1,102 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// flakyLimiter fails while down is set, and counts the calls it gets.
+type flakyLimiter struct {
+	mu    sync.Mutex
+	down  bool
+	calls int
+}
+
+func (l *flakyLimiter) Allow(context.Context, string, int) (algorithms.Result, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls++
+	if l.down {
+		return algorithms.Result{}, errors.New("connection refused")
+	}
+	return algorithms.Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second, Period: time.Second}, nil
+}
+
+func (l *flakyLimiter) set(down bool) (calls int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.down = down
+	calls, l.calls = l.calls, 0
+	return calls
+}
+
+func TestBreaker(t *testing.T) {
+	clock := newFakeClock()
+	lim := &flakyLimiter{down: true}
+	logger, _ := newLogger()
+	h := New(lim, WithBreaker(2*time.Second), WithFailurePolicy(FailClosed), WithLogger(logger), withClock(clock.Now))(&okHandler{})
+
+	steps := []struct {
+		name      string
+		advance   time.Duration
+		down      bool
+		requests  int
+		wantCode  int
+		wantCalls int
+	}{
+		{"the first failure opens the breaker", 0, true, 1, http.StatusServiceUnavailable, 1},
+		{"while open the limiter is not asked", time.Second, true, 5, http.StatusServiceUnavailable, 0},
+		{"when the break is over one request probes, and fails", 1500 * time.Millisecond, true, 5, http.StatusServiceUnavailable, 1},
+		{"the failed probe starts the break over", 1900 * time.Millisecond, false, 5, http.StatusServiceUnavailable, 0},
+		{"a probe that succeeds closes the breaker", 200 * time.Millisecond, false, 5, http.StatusOK, 5},
+		{"closed again: every request asks", time.Millisecond, false, 3, http.StatusOK, 3},
+	}
+	for _, s := range steps {
+		clock.Advance(s.advance)
+		lim.set(s.down)
+		for i := range s.requests {
+			if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != s.wantCode {
+				t.Fatalf("%s: request %d got %d, want %d", s.name, i, rec.Code, s.wantCode)
+			}
+		}
+		if calls := lim.set(s.down); calls != s.wantCalls {
+			t.Fatalf("%s: the limiter was asked %d times, want %d", s.name, calls, s.wantCalls)
+		}
+	}
+}
+
+func TestBreakerWithFallback(t *testing.T) {
+	clock := newFakeClock()
+	main := &flakyLimiter{down: true}
+	fallback := &flakyLimiter{}
+	logger, _ := newLogger()
+	h := New(main, WithFallback(fallback), WithLogger(logger), withClock(clock.Now))(&okHandler{})
+	for range 4 {
+		if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != http.StatusOK || rec.Header().Get("X-RateLimit-Limit") != "10" {
+			t.Fatalf("with a fallback: %d %v", rec.Code, rec.Header())
+		}
+	}
+	if m, f := main.set(true), fallback.set(false); m != 1 || f != 4 {
+		t.Fatalf("main asked %d times, fallback %d; want 1 and 4", m, f)
+	}
+}
+
+func TestBreakerOff(t *testing.T) {
+	lim := &flakyLimiter{down: true}
+	logger, _ := newLogger()
+	h := New(lim, WithBreaker(0), WithLogger(logger))(&okHandler{})
+	for range 4 {
+		if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != http.StatusOK {
+			t.Fatalf("fail open: %d", rec.Code)
+		}
+	}
+	if calls := lim.set(true); calls != 4 {
+		t.Fatalf("without a breaker the limiter was asked %d times, want 4", calls)
+	}
+}
