@@ -171,8 +171,13 @@ type limitDoc struct {
 }
 
 // newAPI builds the router: every route has its own limiter, so no two
-// routes share a counter.
+// routes share a counter. With a Redis store, each route also gets the same
+// limits in memory as a fallback for when Redis is unreachable.
 func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handler, error) {
+	var fallbackStore algorithms.Store
+	if _, inMemory := store.(*algorithms.MemoryStore); !inMemory {
+		fallbackStore = algorithms.NewMemoryStore()
+	}
 	secret := []byte(cfg.jwtSecret)
 	keyFuncs := map[string]keyfunc.KeyFunc{
 		"ip":      keyfunc.IP(),
@@ -201,6 +206,13 @@ func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handl
 			middleware.WithLogger(logger),
 			middleware.WithPolicyName(policyName(path)),
 		}, extra...)
+		if fallbackStore != nil {
+			fallback, err := algorithms.New(fallbackStore, alg, limits...)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", method, path, err)
+			}
+			opts = append(opts, middleware.WithFallback(fallback))
+		}
 		if cost > 1 {
 			opts = append(opts, middleware.WithCost(func(*http.Request) int { return cost }))
 		}

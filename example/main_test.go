@@ -241,6 +241,19 @@ func TestRunServesAndShutsDown(t *testing.T) {
 					t.Fatalf("request %d to /api/items: %d %v, want %d", i+1, resp.StatusCode, resp.Header, want)
 				}
 			}
+			if tt.name == "redis" {
+				// Redis goes away: the in-memory fallback decides, with the
+				// same limits, and the API stays up.
+				redistest.Stop(t, addr)
+				resp, err := http.Get(url + "/api/search")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Limit") != "5" {
+					t.Fatalf("with Redis down: %d %v, want 200 from the fallback", resp.StatusCode, resp.Header)
+				}
+			}
 			cancel()
 			select {
 			case err := <-done:
