@@ -61,13 +61,13 @@ func one(alg Algorithm, limits ...Limit) []limiterSpec {
 // bucketSteps hold for both bucket algorithms, which are one model stored
 // two ways: capacity 2, refilled at 4 per second (one unit per 250ms).
 var bucketSteps = []step{
-	{at: 0, want: pass(2, 1, 250*ms, time.Second)},
-	{at: 10 * ms, want: pass(2, 0, 490*ms, time.Second)},
-	{at: 20 * ms, want: deny(2, 0, 230*ms, 480*ms, time.Second)},
-	{at: 300 * ms, want: pass(2, 0, 450*ms, time.Second)},
-	{at: 1000 * ms, cost: 2, want: pass(2, 0, 500*ms, time.Second)},
-	{at: 1100 * ms, want: deny(2, 0, 150*ms, 400*ms, time.Second)},
-	{at: 1100 * ms, key: "b", cost: 2, want: pass(2, 0, 500*ms, time.Second)},
+	{at: 0, want: pass(2, 1, 250*ms, 500*ms)},
+	{at: 10 * ms, want: pass(2, 0, 490*ms, 500*ms)},
+	{at: 20 * ms, want: deny(2, 0, 230*ms, 480*ms, 500*ms)},
+	{at: 300 * ms, want: pass(2, 0, 450*ms, 500*ms)},
+	{at: 1000 * ms, cost: 2, want: pass(2, 0, 500*ms, 500*ms)},
+	{at: 1100 * ms, want: deny(2, 0, 150*ms, 400*ms, 500*ms)},
+	{at: 1100 * ms, key: "b", cost: 2, want: pass(2, 0, 500*ms, 500*ms)},
 }
 
 var sequences = []sequence{
@@ -189,7 +189,7 @@ var sequences = []sequence{
 			{at: 0, limiter: 2, want: pass(2, 1, 1000*ms, time.Second)},
 			{at: 0, limiter: 3, want: pass(1, 0, 2000*ms, 2*time.Second)},
 			{at: 0, limiter: 4, want: pass(1, 0, 1000*ms, time.Second)},
-			{at: 0, limiter: 5, want: pass(2, 1, 1000*ms, time.Second)},
+			{at: 0, limiter: 5, want: pass(2, 1, 1000*ms, 2*time.Second)},
 			{at: 100 * ms, limiter: 0, want: deny(1, 0, 900*ms, 900*ms, time.Second)},
 		},
 	},

@@ -206,7 +206,7 @@ func makeResult(alg Algorithm, l Limit, allowed bool, remaining, retryUS, resetU
 		Limit:      quota(alg, l),
 		Remaining:  int(max(remaining, 0)),
 		ResetAfter: usToDuration(resetUS),
-		Period:     l.Period,
+		Period:     window(alg, l),
 	}
 	if !allowed {
 		r.RetryAfter = usToDuration(retryUS)

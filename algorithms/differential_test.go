@@ -108,7 +108,7 @@ func runDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64, c
 				t.Fatalf("step %d: %+v", step, a)
 			}
 		} else {
-			checkInvariants(t, step, a, limits)
+			checkInvariants(t, step, a, alg, limits)
 		}
 		return a
 	}
@@ -157,25 +157,25 @@ func runDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64, c
 }
 
 // checkInvariants holds every Result to the promises of its fields.
-func checkInvariants(t *testing.T, step int, r Result, limits []Limit) {
+func checkInvariants(t *testing.T, step int, r Result, alg Algorithm, limits []Limit) {
 	t.Helper()
 	var period time.Duration
 	for _, l := range limits {
-		if l.Period == r.Period {
+		if window(alg, l) == r.Period && quota(alg, l) == r.Limit {
 			period = l.Period
 		}
 	}
 	switch {
 	case period == 0:
-		t.Fatalf("step %d: Period %s is none of the limits", step, r.Period)
+		t.Fatalf("step %d: Limit %d per %s is none of the limits", step, r.Limit, r.Period)
 	case r.Remaining < 0 || r.Remaining > r.Limit:
 		t.Fatalf("step %d: Remaining %d outside [0, %d]", step, r.Remaining, r.Limit)
 	case r.Allowed && r.RetryAfter != 0:
 		t.Fatalf("step %d: allowed with RetryAfter %s", step, r.RetryAfter)
 	case !r.Allowed && r.RetryAfter <= 0:
 		t.Fatalf("step %d: denied with RetryAfter %s", step, r.RetryAfter)
-	case r.ResetAfter < 0 || r.ResetAfter > 2*period:
-		t.Fatalf("step %d: ResetAfter %s outside [0, 2×%s]", step, r.ResetAfter, period)
+	case r.ResetAfter < 0 || r.ResetAfter > max(2*period, r.Period):
+		t.Fatalf("step %d: ResetAfter %s outside [0, max(2×%s, %s)]", step, r.ResetAfter, period, r.Period)
 	case r.Allowed && r.ResetAfter == 0:
 		t.Fatalf("step %d: allowed with ResetAfter 0", step)
 	}

@@ -157,7 +157,11 @@ type Result struct {
 	// RetryAfter is 0 when Allowed; otherwise the time after which the same
 	// request would pass if no other request comes in.
 	RetryAfter time.Duration
-	// Period is the binding limit's Period, for headers that name a window.
+	// Period is the window that Limit is a quota for, for headers that name
+	// one: the binding limit's Period for the window algorithms; for the
+	// bucket algorithms the time a bucket takes to refill from empty
+	// (Burst × Period / Rate, rounded up to the microsecond), so that Limit
+	// per Period is both the burst and the sustained rate.
 	Period time.Duration
 }
 
@@ -243,6 +247,15 @@ var algorithmCodes = map[Algorithm]string{
 	SlidingWindowCounter: "swc",
 	TokenBucket:          "tb",
 	LeakyBucket:          "lb",
+}
+
+// window is the span that quota(alg, l) refers to: see Result.Period.
+func window(alg Algorithm, l Limit) time.Duration {
+	if alg == TokenBucket || alg == LeakyBucket {
+		p := paramsOf(l)
+		return usToDuration(ceilDiv(p.burst*p.period, p.rate))
+	}
+	return l.Period
 }
 
 // quota is the number of units limit l holds under alg.
