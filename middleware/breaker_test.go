@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -98,5 +99,36 @@ func TestBreakerOff(t *testing.T) {
 	}
 	if calls := lim.set(true); calls != 4 {
 		t.Fatalf("without a breaker the limiter was asked %d times, want 4", calls)
+	}
+}
+
+// A deadline on the request's own context (from a server or an outer
+// middleware) that passes during the decision is a timeout like any other:
+// the failure policy answers, never an empty 200. Only a client that went
+// away gets no answer.
+func TestParentDeadlineAppliesPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		policy     FailurePolicy
+		wantCode   int
+		wantServed bool
+	}{
+		{"fail closed", FailClosed, http.StatusServiceUnavailable, false},
+		{"fail open", FailOpen, http.StatusOK, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			logger, _ := newLogger()
+			next := &okHandler{}
+			h := New(&blockingLimiter{}, WithTimeout(time.Minute), WithFailurePolicy(tt.policy), WithLogger(logger))(next)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+			req.RemoteAddr = "192.0.2.1:1000"
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.wantCode || (next.count() == 1) != tt.wantServed {
+				t.Fatalf("status %d, served %v; want %d, %v", rec.Code, next.count() == 1, tt.wantCode, tt.wantServed)
+			}
+		})
 	}
 }

@@ -10,19 +10,17 @@ import (
 // runs under and the storage for the header values that result.
 //
 // The context behaves as context.WithTimeout(parent, timeout) would, but
-// its clock starts when the limiter first looks at it, and it arms its
-// timer only when a limiter asks for Done. A limiter that never waits, as
-// the memory store, then costs no clock read, no timer, no cancel function
-// and no registration with the parent: with WithTimeout those are four
+// arms its timer only when a limiter asks for Done. A limiter that never
+// waits, as the memory store, then costs no timer, no cancel function and
+// no registration with the parent: with WithTimeout those are four
 // allocations and a timer-heap update on every request, more than the rest
 // of the middleware together. The header values share the allocation for
 // the same reason.
 type decision struct {
-	parent  context.Context
-	timeout time.Duration
+	parent   context.Context
+	deadline time.Time
 
 	mu         sync.Mutex
-	deadline   time.Time     // zero until the limiter first looks
 	done       chan struct{} // made by the first Done call
 	err        error         // once set, never changes
 	timer      *time.Timer   // armed by Done
@@ -32,29 +30,17 @@ type decision struct {
 }
 
 // newDecision returns a decision whose context ends at the earlier of the
-// parent's deadline and timeout from when the limiter first looks at it.
+// parent's deadline and timeout from now.
 func newDecision(parent context.Context, timeout time.Duration) *decision {
-	return &decision{parent: parent, timeout: timeout}
-}
-
-// deadlineLocked returns the deadline, fixing it on first use. The caller
-// holds d.mu.
-func (d *decision) deadlineLocked() time.Time {
-	if d.deadline.IsZero() {
-		d.deadline = time.Now().Add(d.timeout)
-		if pd, ok := d.parent.Deadline(); ok && pd.Before(d.deadline) {
-			d.deadline = pd
-		}
+	deadline := time.Now().Add(timeout)
+	if pd, ok := parent.Deadline(); ok && pd.Before(deadline) {
+		deadline = pd
 	}
-	return d.deadline
+	return &decision{parent: parent, deadline: deadline}
 }
 
 // Deadline implements context.Context.
-func (d *decision) Deadline() (time.Time, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.deadlineLocked(), true
-}
+func (d *decision) Deadline() (time.Time, bool) { return d.deadline, true }
 
 // Value implements context.Context.
 func (d *decision) Value(key any) any { return d.parent.Value(key) }
@@ -75,7 +61,7 @@ func (d *decision) errLocked() error {
 	if d.err == nil && d.done == nil {
 		if err := d.parent.Err(); err != nil {
 			d.err = err
-		} else if !time.Now().Before(d.deadlineLocked()) {
+		} else if !time.Now().Before(d.deadline) {
 			d.err = context.DeadlineExceeded
 		}
 	}
@@ -96,7 +82,7 @@ func (d *decision) Done() <-chan struct{} {
 		close(d.done)
 		return d.done
 	}
-	d.timer = time.AfterFunc(time.Until(d.deadlineLocked()), func() { d.cancel(context.DeadlineExceeded) })
+	d.timer = time.AfterFunc(time.Until(d.deadline), func() { d.cancel(context.DeadlineExceeded) })
 	d.stopParent = context.AfterFunc(d.parent, func() { d.cancel(d.parent.Err()) })
 	return d.done
 }

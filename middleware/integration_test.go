@@ -246,6 +246,18 @@ func TestMounting(t *testing.T) {
 			mw2 := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2)))
 			mw3 := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(3)))
 			h := tt.build(mw2, mw3)
+			// Two limiters alike in every way, on the same routes: still
+			// each route its own count.
+			alike := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)))
+			alikeToo := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)))
+			hAlike := tt.build(alike, alikeToo)
+			for _, rt := range tt.routes[:2] {
+				for i := range 5 {
+					if rec := from(hAlike, rt.path, "192.0.2.9:4000"); rec.Code != http.StatusOK {
+						t.Fatalf("alike limiters, %s request %d: %d, want each route to have its own 5", rt.path, i+1, rec.Code)
+					}
+				}
+			}
 			// Interleave the routes, so a shared counter would show.
 			passed := map[string]int{}
 			for range 6 {
@@ -282,16 +294,18 @@ func TestMounting(t *testing.T) {
 }
 
 func TestSharedLimiterKeyedByRoute(t *testing.T) {
-	// One limiter object on two routes counts both together under the same
-	// key; keying by route as well separates them.
+	// One limiter object on two routes: each route counts apart by default;
+	// without route scope both count together under the same key, unless
+	// the key function keys by route itself.
 	ok := func(w http.ResponseWriter, _ *http.Request) {}
 	for _, tt := range []struct {
 		name string
 		opts []Option
 		want string
 	}{
-		{"by IP: one count for both", nil, "map[/x:1 /y:1]"},
-		{"by route and IP", []Option{WithKeyFunc(keyfunc.Join(keyfunc.Route, keyfunc.IP()))}, "map[/x:2 /y:2]"},
+		{"route scope: each route apart", nil, "map[/x:2 /y:2]"},
+		{"no route scope: one count for both", []Option{WithRouteScope(false)}, "map[/x:1 /y:1]"},
+		{"no route scope, keyed by route", []Option{WithRouteScope(false), WithKeyFunc(keyfunc.Join(keyfunc.Route, keyfunc.IP()))}, "map[/x:2 /y:2]"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			store := algorithms.NewMemoryStore()

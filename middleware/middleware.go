@@ -68,15 +68,19 @@
 //
 // # Per-route limits
 //
-// Each middleware has its own limiter and key function. Middlewares whose
-// limiters differ (in algorithm or limit) never share counters, even on one
-// store. One limiter mounted on two routes shares one counter per key across
-// both; to count each route apart, key by route as well:
-// keyfunc.Join(keyfunc.Route, keyfunc.IP()).
+// Each route counts apart: the middleware prefixes the key with the route
+// pattern that matched (chi's, or http.ServeMux's), so two routes never
+// share a counter, whether their limiters are alike or one and the same,
+// while every instance of the application shares each route's counter.
+// Inside r.Route(..., func(r chi.Router) { r.Use(mw) }) the pattern known
+// is the group's, so the group counts as one. WithRouteScope(false) counts
+// everything a middleware sees under the key alone.
 package middleware
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -85,8 +89,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -186,6 +193,17 @@ func WithFallback(l algorithms.Limiter) Option {
 	return func(c *config) { c.fallback = l }
 }
 
+// WithRouteScope sets whether each route counts apart (the default): the
+// key is prefixed with the route pattern that matched the request (chi's,
+// or http.ServeMux's r.Pattern), so two routes never share a counter even
+// when their limiters are alike or the same, while every instance of an
+// application still shares each route's counter. Mounted where no pattern
+// is known yet (a top-level r.Use, plain http.Handle), or with scoping
+// off, the middleware counts all its requests under the key alone.
+func WithRouteScope(on bool) Option {
+	return func(c *config) { c.routeScope = on }
+}
+
 // WithBreaker sets how long the middleware stops asking a limiter that
 // failed or timed out (default DefaultBreakFor; 0 turns the breaker off).
 // Without it, every request during a Redis outage would wait out the whole
@@ -261,6 +279,7 @@ type config struct {
 	policy           FailurePolicy
 	fallback         algorithms.Limiter
 	breakFor         time.Duration
+	routeScope       bool
 	unavailableRetry time.Duration
 	logger           *slog.Logger
 	legacy           bool
@@ -280,6 +299,7 @@ type config struct {
 	badCost      problem
 	costTooLarge problem
 	logGate      logGate
+	logSecret    [32]byte     // keys the key hashes in logs
 	brokenUntil  atomic.Int64 // Unix nanoseconds until which the limiter is not asked; 0 when healthy
 }
 
@@ -295,6 +315,7 @@ func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Han
 		limiter:          limiter,
 		timeout:          DefaultTimeout,
 		breakFor:         DefaultBreakFor,
+		routeScope:       true,
 		unavailableRetry: time.Second,
 		legacy:           true,
 		ietf:             true,
@@ -331,6 +352,9 @@ func (c *config) init() error {
 		return err
 	}
 	c.sfName = name
+	if _, err := rand.Read(c.logSecret[:]); err != nil {
+		return fmt.Errorf("no randomness for the log key: %w", err)
+	}
 	if c.keyFunc == nil {
 		c.keyFunc = keyfunc.IP()
 	}
@@ -407,23 +431,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			lim = l
 		}
 	}
+	if c.routeScope {
+		key = scoped(r, key)
+	}
 
 	d, res, err := c.decideGuarded(r.Context(), lim, key, cost)
-	if err != nil && c.fallback != nil && isFailure(err) && r.Context().Err() == nil {
+	if err != nil && c.fallback != nil && c.refusal(err) == nil && r.Context().Err() == nil {
 		c.logFailure(err, key, "fallback")
 		d, res, err = c.decide(r.Context(), c.fallback, key, cost)
 	}
 	if err != nil {
-		switch {
-		case errors.Is(err, algorithms.ErrCostExceedsLimit):
-			c.costTooLarge.write(w)
-		case errors.Is(err, algorithms.ErrInvalidCost):
-			c.badCost.write(w)
-		case errors.Is(err, algorithms.ErrInvalidKey):
-			c.badKey.write(w)
-		case r.Context().Err() != nil:
+		switch p := c.refusal(err); {
+		case p != nil:
+			p.write(w)
+		case errors.Is(r.Context().Err(), context.Canceled):
 			// The client is gone: nobody reads an answer and the failure
-			// is not the limiter's.
+			// is not the limiter's. (A parent deadline that passed is
+			// answered by the policy below, like any other timeout.)
 		case c.policy == FailClosed:
 			c.logFailure(err, key, "closed")
 			c.unavailable.write(w)
@@ -477,18 +501,56 @@ func (c *config) decideGuarded(ctx context.Context, l algorithms.Limiter, key st
 		if c.brokenUntil.Load() != 0 {
 			c.brokenUntil.Store(0)
 		}
-	case isFailure(err) && ctx.Err() == nil:
+	case c.refusal(err) == nil && ctx.Err() == nil:
 		c.brokenUntil.Store(c.now().UnixNano() + int64(c.breakFor))
 	}
 	return d, res, err
 }
 
-// isFailure reports whether err is the limiter failing, rather than it
-// refusing the request's key or cost, which a fallback would refuse too.
-func isFailure(err error) bool {
-	return !errors.Is(err, algorithms.ErrCostExceedsLimit) &&
-		!errors.Is(err, algorithms.ErrInvalidCost) &&
-		!errors.Is(err, algorithms.ErrInvalidKey)
+// scoped prefixes key with the route pattern that matched r, if any. The
+// pattern comes from the server's code, not the client, but is escaped all
+// the same so that the first '|' always ends it, and hashed when long, so
+// keys stay short.
+func scoped(r *http.Request, key string) string {
+	pattern := r.Pattern
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		// A group's middleware sees the mount pattern that matched, one of
+		// "/a", "/a/" and "/a/*": chi trims the slash, and the wildcard is
+		// trimmed here, so the whole group counts as one.
+		if p := strings.TrimSuffix(rc.RoutePattern(), "/*"); p != "" {
+			pattern = p
+		}
+	}
+	switch {
+	case pattern == "":
+		return key
+	case len(pattern) > maxScopeLen:
+		sum := sha256.Sum256([]byte(pattern))
+		pattern = "#" + hex.EncodeToString(sum[:16])
+	case strings.ContainsAny(pattern, "%|"):
+		pattern = scopeEscaper.Replace(pattern)
+	}
+	return "route:" + pattern + "|" + key
+}
+
+// maxScopeLen bounds the route pattern kept verbatim in a key.
+const maxScopeLen = 128
+
+var scopeEscaper = strings.NewReplacer("%", "%25", "|", "%7C")
+
+// refusal returns the answer to a request that the limiter refused for its
+// key or cost, which no other limiter would accept either, or nil when err
+// is the limiter failing.
+func (c *config) refusal(err error) *problem {
+	switch {
+	case errors.Is(err, algorithms.ErrCostExceedsLimit):
+		return &c.costTooLarge
+	case errors.Is(err, algorithms.ErrInvalidCost):
+		return &c.badCost
+	case errors.Is(err, algorithms.ErrInvalidKey):
+		return &c.badKey
+	}
+	return nil
 }
 
 // Canonical header names, as http.Header stores them, so the hot path can
@@ -722,8 +784,11 @@ func (c *config) logFailure(err error, key, policy string) {
 	attrs := make([]slog.Attr, 0, 4)
 	attrs = append(attrs, slog.String("failure_policy", policy))
 	if key != "" {
-		sum := sha256.Sum256([]byte(key))
-		attrs = append(attrs, slog.String("key_hash", hex.EncodeToString(sum[:6])))
+		// Keyed with a secret of this process: log lines about one client
+		// can be matched, but an IP cannot be recovered by hashing all 2^32.
+		mac := hmac.New(sha256.New, c.logSecret[:])
+		mac.Write([]byte(key))
+		attrs = append(attrs, slog.String("key_hash", hex.EncodeToString(mac.Sum(nil)[:6])))
 	}
 	attrs = append(attrs,
 		slog.Int64("suppressed", c.logGate.suppressed.Swap(0)),
