@@ -47,7 +47,7 @@ func ExampleNew_severalLimits() {
 
 // A token bucket in Redis, shared by every instance that uses the same Redis.
 func ExampleNewRedisStore() {
-	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
 	store := algorithms.NewRedisStore(client, algorithms.WithPrefix("myapp"))
 	limiter, err := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(60).WithBurst(10))
 	if err != nil {

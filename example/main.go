@@ -52,6 +52,7 @@ type config struct {
 	addr      string
 	redisURL  string
 	jwtSecret string
+	apiKeys   string
 	proKeys   string
 	mintToken string
 }
@@ -63,6 +64,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL); empty means the in-memory store")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", envOr("JWT_SECRET", demoSecret), "HS256 secret for bearer tokens (default $JWT_SECRET, else a public demo secret)")
+	fs.StringVar(&c.apiKeys, "api-keys", envOr("API_KEYS", "free-demo-key"), "comma-separated API keys on the free plan (default $API_KEYS)")
 	fs.StringVar(&c.proKeys, "pro-keys", envOr("PRO_KEYS", "pro-demo-key"), "comma-separated API keys on the pro plan (default $PRO_KEYS)")
 	fs.StringVar(&c.mintToken, "mint-token", "", "print an HS256 demo token for this subject, valid one hour, and exit")
 	err := fs.Parse(args)
@@ -136,8 +138,10 @@ func openStore(url string) (algorithms.Store, string, func(), error) {
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("-redis: %w", err)
 	}
-	// Let the middleware's deadline cut a call to a hung server short.
+	// Let the middleware's deadline cut a call to a hung server short, and
+	// never send a script again after a lost reply: it may have counted.
 	opts.ContextTimeoutEnabled = true
+	opts.MaxRetries = -1
 	client := redis.NewClient(opts)
 	return algorithms.NewRedisStore(client, algorithms.WithPrefix("redlimit-example")),
 		fmt.Sprintf("Redis at %s db %d", opts.Addr, opts.DB), func() { client.Close() }, nil
@@ -179,18 +183,19 @@ func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handl
 		fallbackStore = algorithms.NewMemoryStore()
 	}
 	secret := []byte(cfg.jwtSecret)
+	// Keys are remembered by their hash only. Unknown keys are refused, so
+	// nobody can make up a key to get a fresh limit.
+	known, proKeys := hashedKeys(cfg.apiKeys), hashedKeys(cfg.proKeys)
+	for h := range proKeys {
+		known[h] = true
+	}
 	keyFuncs := map[string]keyfunc.KeyFunc{
-		"ip":      keyfunc.IP(),
-		"api_key": keyfunc.APIKey("X-API-Key"),
+		"ip": keyfunc.IP(),
+		"api_key": keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(raw string) bool {
+			return known[keyfunc.HashAPIKey(raw)]
+		})),
 		"jwt": keyfunc.JWTSubject(func(*jwt.Token) (any, error) { return secret, nil },
 			jwt.WithValidMethods([]string{"HS256"})),
-	}
-	proKeys := map[string]bool{}
-	for _, k := range strings.Split(cfg.proKeys, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			// The API key function's key for k: its hash, never k itself.
-			proKeys["key:"+keyfunc.HashAPIKey(k)] = true
-		}
 	}
 
 	r := chi.NewRouter()
@@ -259,7 +264,7 @@ func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handl
 		return nil, err
 	}
 	pickPlan := middleware.WithLimiterFunc(func(_ *http.Request, key string) algorithms.Limiter {
-		if proKeys[key] {
+		if proKeys[strings.TrimPrefix(key, "key:")] {
 			return pro
 		}
 		return nil // the free limiter
@@ -274,6 +279,17 @@ func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handl
 		writeJSON(w, http.StatusOK, map[string]any{"routes": routes})
 	})
 	return r, nil
+}
+
+// hashedKeys returns the hashes of the comma-separated keys in list.
+func hashedKeys(list string) map[string]bool {
+	hashes := map[string]bool{}
+	for _, k := range strings.Split(list, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			hashes[keyfunc.HashAPIKey(k)] = true
+		}
+	}
+	return hashes
 }
 
 func policyName(path string) string {

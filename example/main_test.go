@@ -19,7 +19,7 @@ import (
 
 func newTestAPI(t *testing.T) *httptest.Server {
 	t.Helper()
-	cfg := config{jwtSecret: "test-secret", proKeys: "pro-1, pro-2"}
+	cfg := config{jwtSecret: "test-secret", apiKeys: "free-1,free-2", proKeys: "pro-1, pro-2"}
 	h, err := newAPI(algorithms.NewMemoryStore(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestJWTRoute(t *testing.T) {
 
 func TestTiers(t *testing.T) {
 	srv := newTestAPI(t)
-	free := statuses(t, srv, http.MethodGet, "/api/plan", map[string]string{"X-API-Key": "free-user"}, 7)
+	free := statuses(t, srv, http.MethodGet, "/api/plan", map[string]string{"X-API-Key": "free-1"}, 7)
 	if count(free, http.StatusOK) != 5 {
 		t.Fatalf("free plan statuses %v, want 5 passes", free)
 	}
@@ -177,6 +177,12 @@ func TestTiers(t *testing.T) {
 	}
 	if got := do(t, srv, http.MethodGet, "/api/plan", nil).StatusCode; got != http.StatusUnauthorized {
 		t.Fatalf("no API key: %d, want 401", got)
+	}
+	// Made-up keys are refused rather than given fresh limits.
+	for _, key := range []string{"made-up-1", "made-up-2"} {
+		if got := do(t, srv, http.MethodGet, "/api/reports", map[string]string{"X-API-Key": key}).StatusCode; got != http.StatusUnauthorized {
+			t.Fatalf("made-up key %q: %d, want 401", key, got)
+		}
 	}
 }
 

@@ -18,12 +18,19 @@ const MaxAPIKeyLen = 256
 // longer than [MaxAPIKeyLen], or a header sent more than once (which of
 // two keys would count?), is an error wrapping [ErrInvalidAPIKey].
 //
-// APIKey does not check that the key is valid: put it after the handler
-// that authenticates keys, or accept that unknown keys get limits of their
-// own. An empty header name makes every call fail with [ErrInvalidOption].
-func APIKey(header string) KeyFunc {
+// Without [KnownAPIKey], APIKey does not check that the key is valid, and
+// a client that makes up a new key for every request gets a new bucket for
+// every request: put it after the handler that authenticates keys, or give
+// it KnownAPIKey, which turns an unknown key into an error wrapping
+// [ErrInvalidAPIKey] (so [FirstOf] goes on to the next function, such as
+// [IP]). An empty header name makes every call fail with [ErrInvalidOption].
+func APIKey(header string, opts ...APIKeyOption) KeyFunc {
 	if header == "" {
 		return failing(fmt.Errorf("%w: APIKey: empty header name", ErrInvalidOption))
+	}
+	var cfg apiKeyConfig
+	for _, o := range opts {
+		o(&cfg)
 	}
 	// Index the map directly with the canonical name: Header.Get would
 	// canonicalize, and perhaps allocate, on every request.
@@ -37,11 +44,29 @@ func APIKey(header string) KeyFunc {
 			return "", fmt.Errorf("%w: header sent more than once", ErrInvalidAPIKey)
 		case len(values[0]) > MaxAPIKeyLen:
 			return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidAPIKey, MaxAPIKeyLen)
+		case cfg.known != nil && !cfg.known(values[0]):
+			return "", fmt.Errorf("%w: not a known key", ErrInvalidAPIKey)
 		}
 		var buf [4 + 2*hashBytes]byte
 		b := append(buf[:0], "key:"...)
 		return string(appendHash(b, values[0])), nil
 	}
+}
+
+// APIKeyOption configures [APIKey].
+type APIKeyOption func(*apiKeyConfig)
+
+type apiKeyConfig struct {
+	known func(raw string) bool
+}
+
+// KnownAPIKey makes [APIKey] accept only keys for which known returns true,
+// so made-up keys cannot buy fresh limits. known gets the raw key (to look
+// up or compare as the application stores keys) after the length bound has
+// been checked; it runs on every request, so it should be fast, and it must
+// not log the key.
+func KnownAPIKey(known func(raw string) bool) APIKeyOption {
+	return func(c *apiKeyConfig) { c.known = known }
 }
 
 // HashAPIKey returns the hash that [APIKey] puts in its keys: the first

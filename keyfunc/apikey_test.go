@@ -2,6 +2,8 @@ package keyfunc
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -74,5 +76,37 @@ func TestHashAPIKey(t *testing.T) {
 	// The first 16 bytes of SHA-256("abc"), a published test vector.
 	if got, want := HashAPIKey("abc"), "ba7816bf8f01cfea414140de5dae2223"; got != want {
 		t.Errorf("HashAPIKey(abc) = %s, want %s", got, want)
+	}
+}
+
+// With KnownAPIKey, made-up keys are errors, so FirstOf goes on to the IP
+// and a client cannot buy a fresh bucket with every new key.
+func TestKnownAPIKey(t *testing.T) {
+	known := map[string]bool{"k-live-1": true}
+	kf := FirstOf(APIKey("X-API-Key", KnownAPIKey(func(raw string) bool { return known[raw] })), IP())
+	tests := []struct {
+		key, want string
+	}{
+		{"k-live-1", "key:" + HashAPIKey("k-live-1")},
+		{"made-up-1", "ip:192.0.2.1"},
+		{"made-up-2", "ip:192.0.2.1"},
+		{"", "ip:192.0.2.1"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "192.0.2.1:1000"
+		if tt.key != "" {
+			r.Header.Set("X-API-Key", tt.key)
+		}
+		got, err := kf(r)
+		if err != nil || got != tt.want {
+			t.Errorf("key %q: (%q, %v), want %q", tt.key, got, err, tt.want)
+		}
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("X-API-Key", "made-up-3")
+	_, err := APIKey("X-API-Key", KnownAPIKey(func(string) bool { return false }))(r)
+	if !errors.Is(err, ErrInvalidAPIKey) || strings.Contains(err.Error(), "made-up-3") {
+		t.Fatalf("unknown key alone: %v, want ErrInvalidAPIKey without the key", err)
 	}
 }
