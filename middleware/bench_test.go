@@ -118,6 +118,28 @@ func BenchmarkRedis(b *testing.B) {
 	b.Run("allow", func(b *testing.B) {
 		allowParallel(b, lim, benchKeys(b, reqs))
 	})
+	b.Run("allow-with-timeout", func(b *testing.B) {
+		// Allow bounded by context.WithTimeout, as a caller without the
+		// middleware would bound it.
+		keys := benchKeys(b, reqs)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			i := rand.IntN(len(keys))
+			for pb.Next() {
+				ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout*10)
+				_, err := lim.Allow(ctx, keys[i], 1)
+				cancel()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if i++; i == len(keys) {
+					i = 0
+				}
+			}
+		})
+	})
 }
 
 // benchKeys returns the keys the default key function gives the requests.
