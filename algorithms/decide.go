@@ -3,13 +3,13 @@ package algorithms
 import "time"
 
 // The Go twin of the Lua scripts in package lua, for the memory store. Each
-// algorithm is a state machine over one entry: check brings the entry up to
-// now (a change that never alters any answer, so it is safe on a deny too)
-// and tells whether cost fits; commit consumes cost. All arithmetic is in
-// integer microseconds, in the same steps as the scripts, so both stores give
-// the same answers; see the conformance tests. check works on a copy and
-// returns it brought up to now; only commit stores it, as the scripts write
-// only when every limit allows (starting a window on a deny would move it).
+// algorithm is a state machine over one entry: check returns a copy of the
+// entry brought up to now and whether cost fits in it; commit consumes cost
+// from that copy once every limit has allowed the request, and only then is
+// it stored, as the scripts write nothing on a deny (starting a window on a
+// deny would move it). All arithmetic is in integer microseconds, in the
+// same steps as the scripts, so both stores give the same answers; see the
+// conformance and differential tests.
 
 // params is one limit in the units the algorithms compute in.
 type params struct {
@@ -42,6 +42,7 @@ type entry struct {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
+// check returns whether cost fits, and e brought up to now for commit.
 func (e entry) check(alg Algorithm, now int64, p params, cost int64) (verdict, entry) {
 	return e.decide(alg, now, p, cost), e
 }
@@ -49,11 +50,9 @@ func (e entry) check(alg Algorithm, now int64, p params, cost int64) (verdict, e
 // decide brings e up to now and tells whether cost fits.
 func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 	if !e.live {
+		// No state: an ended window, a full bucket, a TAT of now.
 		*e = entry{live: true, a: now}
-		switch alg {
-		case FixedWindow:
-			e.a = now // an ended window: a new one starts below
-		case TokenBucket:
+		if alg == TokenBucket {
 			e.a, e.b = p.burst*p.period, now
 		}
 	}

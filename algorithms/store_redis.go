@@ -43,6 +43,11 @@ type RedisStore struct {
 
 // NewRedisStore returns a store that keeps state in Redis through client.
 // Options it cannot use, and a nil client, make New return an error.
+//
+// Configure the client with MaxRetries: -1: go-redis otherwise sends a
+// command again after a network error, and a script whose reply was lost
+// may already have counted the request. ContextTimeoutEnabled: true lets a
+// context deadline cut a call to a hung server short.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 	cfg, err := newStoreConfig(opts)
 	if client == nil && err == nil {
