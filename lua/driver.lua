@@ -6,18 +6,22 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local cost = tonumber(ARGV[1])
 
+-- limit returns the rate, period (µs) and burst of limit i.
+local function limit(i)
+  local a = 3 * i - 1
+  return tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+end
+
 local allowed = 1
-local bind, bind_remaining, bind_retry, bind_reset = 0, 0, 0, 0
+local bind, bind_remaining, bind_reset = 0, 0, 0
 local deny_bind, deny_remaining, deny_retry, deny_reset = 0, 0, -1, 0
 for i = 1, #KEYS do
-  local a = 3 * i - 1
-  local ok, remaining, retry, reset = check(i, KEYS[i], now,
-    tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), cost)
+  local ok, remaining, retry, reset = check(i, KEYS[i], now, cost, limit(i))
   if ok then
     -- A pass reports the limit with the least left, the later reset on a tie.
     if bind == 0 or remaining < bind_remaining or
         (remaining == bind_remaining and reset > bind_reset) then
-      bind, bind_remaining, bind_retry, bind_reset = i, remaining, 0, reset
+      bind, bind_remaining, bind_reset = i, remaining, reset
     end
   else
     allowed = 0
@@ -34,6 +38,6 @@ if allowed == 0 then
   return string.format('0 %d %d %d %d', deny_bind, deny_remaining, deny_retry, deny_reset)
 end
 for i = 1, #KEYS do
-  commit(i, KEYS[i], now, cost)
+  commit(i, KEYS[i], now, cost, limit(i))
 end
 return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)

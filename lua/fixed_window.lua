@@ -3,7 +3,7 @@
 -- has ended is the same as no state, so key expiry never changes an answer.
 local windows = {}
 
-local function check(i, key, now, rate, period, burst, cost)
+local function check(i, key, now, cost, rate, period, burst)
   local wend, count = now + period, 0
   local v = redis.call('GET', key)
   if v then
@@ -20,7 +20,7 @@ local function check(i, key, now, rate, period, burst, cost)
   return false, math.max(rate - count, 0), wend - now, wend - now
 end
 
-local function commit(i, key, now, cost)
+local function commit(i, key, now, cost, rate, period, burst)
   local w = windows[i]
   redis.call('SET', key, string.format('%d:%d', w[1], w[2] + cost),
     'PX', math.ceil((w[1] - now) / 1000))

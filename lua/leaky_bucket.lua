@@ -5,7 +5,7 @@
 -- of cost adds period. A TAT in the past is the same as no state.
 local backlogs = {}
 
-local function check(i, key, now, rate, period, burst, cost)
+local function check(i, key, now, cost, rate, period, burst)
   local backlog = 0
   local v = redis.call('GET', key)
   if v then
@@ -26,8 +26,7 @@ local function check(i, key, now, rate, period, burst, cost)
     math.ceil((backlog + need - cap) / rate), math.ceil(backlog / rate)
 end
 
-local function commit(i, key, now, cost)
-  local rate, period = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
+local function commit(i, key, now, cost, rate, period, burst)
   local after = backlogs[i] + cost * period
   local whole = math.floor(after / rate)
   redis.call('SET', key, string.format('%d:%d', now + whole, after - whole * rate),

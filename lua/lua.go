@@ -1,8 +1,9 @@
 // Package lua holds the Redis scripts that make rate-limit decisions, one per
 // algorithm, embedded into the binary.
 //
-// Each script is an algorithm file, which defines two local functions, check
-// and commit, followed by driver.lua, which runs them for every limit of one
+// Each script is an algorithm file, which defines two local functions,
+// check(i, key, now, cost, rate, period, burst) and commit (the same
+// arguments), followed by driver.lua, which runs them for every limit of one
 // decision. KEYS[i] holds the state of limit i; ARGV[1] is the cost, followed
 // by rate, period (microseconds) and burst for each limit, in KEYS order. The
 // script returns one string of five integers separated by spaces: allowed (1

@@ -10,7 +10,7 @@ local function ceil_div(a, b)
   return math.ceil(a / b)
 end
 
-local function check(i, key, now, rate, period, burst, cost)
+local function check(i, key, now, cost, rate, period, burst)
   local ws, cur, prev = now, 0, 0
   local v = redis.call('GET', key)
   if v then
@@ -59,9 +59,8 @@ local function check(i, key, now, rate, period, burst, cost)
   return false, math.max(rate - used, 0), retry, reset
 end
 
-local function commit(i, key, now, cost)
+local function commit(i, key, now, cost, rate, period, burst)
   local w = windows[i]
-  local period = tonumber(ARGV[3 * i])
   local cur = w[2] + cost
   redis.call('SET', key, string.format('%d:%d:%d', w[1], cur, w[3]),
     'PX', math.ceil((w[1] + 2 * period - now) / 1000))

@@ -4,7 +4,7 @@
 -- two requests in the same microsecond stay two entries.
 local counts = {}
 
-local function check(i, key, now, rate, period, burst, cost)
+local function check(i, key, now, cost, rate, period, burst)
   -- Entries at or before now - period have left the window. They are only
   -- removed on commit, so a denied request writes nothing.
   local after = '(' .. string.format('%d', now - period)
@@ -21,8 +21,7 @@ local function check(i, key, now, rate, period, burst, cost)
     tonumber(oldest[2]) + period - now, tonumber(newest[2]) + period - now
 end
 
-local function commit(i, key, now, cost)
-  local period = tonumber(ARGV[3 * i])
+local function commit(i, key, now, cost, rate, period, burst)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
   local count = counts[i]
   local score = string.format('%d', now)

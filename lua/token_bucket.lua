@@ -4,7 +4,7 @@
 -- A missing state is a full bucket, and the key expires when it refills.
 local levels, stamps = {}, {}
 
-local function check(i, key, now, rate, period, burst, cost)
+local function check(i, key, now, cost, rate, period, burst)
   local cap = burst * period
   local tokens, stamp = cap, now
   local v = redis.call('HMGET', key, 't', 'ts')
@@ -27,9 +27,7 @@ local function check(i, key, now, rate, period, burst, cost)
     math.ceil((need - tokens) / rate), math.ceil((cap - tokens) / rate)
 end
 
-local function commit(i, key, now, cost)
-  local a = 3 * i - 1
-  local rate, period, burst = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+local function commit(i, key, now, cost, rate, period, burst)
   local left = levels[i] - cost * period
   redis.call('HSET', key, 't', string.format('%d', left), 'ts', string.format('%d', stamps[i]))
   local full = stamps[i] + math.ceil((burst * period - left) / rate)
