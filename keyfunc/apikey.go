@@ -41,17 +41,24 @@ func APIKey(header string, opts ...APIKeyOption) KeyFunc {
 		case len(values) == 0 || values[0] == "":
 			return "", ErrNoAPIKey
 		case len(values) > 1:
-			return "", fmt.Errorf("%w: header sent more than once", ErrInvalidAPIKey)
+			return "", errAPIKeyRepeated
 		case len(values[0]) > MaxAPIKeyLen:
-			return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidAPIKey, MaxAPIKeyLen)
+			return "", errAPIKeyTooLong
 		case cfg.known != nil && !cfg.known(values[0]):
-			return "", fmt.Errorf("%w: not a known key", ErrInvalidAPIKey)
+			return "", errAPIKeyUnknown
 		}
 		var buf [4 + 2*hashBytes]byte
 		b := append(buf[:0], "key:"...)
 		return string(appendHash(b, values[0])), nil
 	}
 }
+
+// APIKey's errors hold nothing from the request, so they are made once.
+var (
+	errAPIKeyRepeated = fmt.Errorf("%w: header sent more than once", ErrInvalidAPIKey)
+	errAPIKeyTooLong  = fmt.Errorf("%w: longer than %d bytes", ErrInvalidAPIKey, MaxAPIKeyLen)
+	errAPIKeyUnknown  = fmt.Errorf("%w: not a known key", ErrInvalidAPIKey)
+)
 
 // APIKeyOption configures [APIKey].
 type APIKeyOption func(*apiKeyConfig)

@@ -269,11 +269,11 @@ func parseForwardedElement(elem string) (netip.Addr, bool) {
 	for elem != "" {
 		var pair string
 		pair, elem = cutUnquoted(elem, ';')
-		name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(pair, "=")
 		if !ok {
-			if pair = strings.TrimSpace(pair); pair == "" {
-				continue
-			}
 			return netip.Addr{}, false
 		}
 		if !strings.EqualFold(strings.TrimSpace(name), "for") {

@@ -122,26 +122,34 @@ func bearerToken(r *http.Request) (string, error) {
 		return "", ErrNoToken
 	}
 	if len(values) > 1 {
-		return "", fmt.Errorf("%w: Authorization header sent more than once", ErrInvalidToken)
+		return "", errTokenRepeated
 	}
 	const scheme = "Bearer "
 	v := values[0]
 	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
-		return "", fmt.Errorf("%w: Authorization is not a Bearer scheme", ErrNoToken)
+		return "", errNotBearer
 	}
 	v = v[len(scheme):]
 	if len(v) > MaxTokenLen+16 { // a little slack for extra spaces
-		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+		return "", errTokenTooLong
 	}
 	v = strings.TrimLeft(v, " ")
 	switch {
 	case v == "":
-		return "", fmt.Errorf("%w: empty Bearer token", ErrInvalidToken)
+		return "", errTokenEmpty
 	case len(v) > MaxTokenLen:
-		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+		return "", errTokenTooLong
 	}
 	return v, nil
 }
+
+// bearerToken's errors hold nothing from the request, so they are made once.
+var (
+	errTokenRepeated = fmt.Errorf("%w: Authorization header sent more than once", ErrInvalidToken)
+	errNotBearer     = fmt.Errorf("%w: Authorization is not a Bearer scheme", ErrNoToken)
+	errTokenTooLong  = fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+	errTokenEmpty    = fmt.Errorf("%w: empty Bearer token", ErrInvalidToken)
+)
 
 // jwtErrors are the jwt sentinels a rejected token is reported with. jwt's
 // own error texts can quote the token's header (its alg), so only these

@@ -28,13 +28,14 @@ const (
 // Route never fails; it has the KeyFunc shape so it can be passed to
 // [Join] and [FirstOf] as it is.
 func Route(r *http.Request) (string, error) {
+	pattern := r.Pattern
 	if rc := chi.RouteContext(r.Context()); rc != nil {
 		if p := rc.RoutePattern(); p != "" {
-			return namespaced("route:", p, maxPatternLen, isPatternByte), nil
+			pattern = p
 		}
 	}
-	if r.Pattern != "" {
-		return namespaced("route:", r.Pattern, maxPatternLen, isPatternByte), nil
+	if pattern != "" {
+		return namespaced("route:", pattern, maxPatternLen, isPatternByte), nil
 	}
 	path := "/"
 	if r.URL != nil && r.URL.Path != "" {

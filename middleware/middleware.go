@@ -436,7 +436,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	d, res, err := c.decideGuarded(r.Context(), lim, key, cost)
-	if err != nil && c.fallback != nil && c.refusal(err) == nil && r.Context().Err() == nil {
+	if c.fallback != nil && c.limiterFailed(r.Context(), err) {
 		c.logFailure(err, key, "fallback")
 		d, res, err = c.decide(r.Context(), c.fallback, key, cost)
 	}
@@ -501,7 +501,7 @@ func (c *config) decideGuarded(ctx context.Context, l algorithms.Limiter, key st
 		if c.brokenUntil.Load() != 0 {
 			c.brokenUntil.Store(0)
 		}
-	case c.refusal(err) == nil && ctx.Err() == nil:
+	case c.limiterFailed(ctx, err):
 		c.brokenUntil.Store(c.now().UnixNano() + int64(c.breakFor))
 	}
 	return d, res, err
@@ -553,6 +553,12 @@ func (c *config) refusal(err error) *problem {
 	return nil
 }
 
+// limiterFailed reports whether err is the limiter failing, rather than
+// refusing the key or cost or the request's own context ending.
+func (c *config) limiterFailed(ctx context.Context, err error) bool {
+	return err != nil && c.refusal(err) == nil && ctx.Err() == nil
+}
+
 // Canonical header names, as http.Header stores them, so the hot path can
 // assign to the map directly.
 const (
@@ -573,15 +579,18 @@ const (
 func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]string) {
 	var buf [320]byte // enough for every header with the longest policy name
 	var ends [6]int
+	var names [6]string
 	n := 0
 	b := buf[:0]
+	end := func(name string) { names[n], ends[n], n = name, len(b), n+1 }
 
 	limit := max(res.Limit, 0)
 	remaining := max(res.Remaining, 0)
 	// t is when the quota is whole again; on a denial, when this request
 	// could pass, so that Retry-After, which must win, never points earlier.
 	var retry int64
-	t := ceilSeconds(res.ResetAfter, 0)
+	reset := ceilSeconds(res.ResetAfter, 0)
+	t := reset
 	if !res.Allowed {
 		retry = ceilSeconds(res.RetryAfter, 1)
 		t = retry
@@ -589,15 +598,15 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]strin
 
 	if c.legacy {
 		b = strconv.AppendInt(b, int64(limit), 10)
-		ends[n], n = len(b), n+1
+		end(hdrLimit)
 		b = strconv.AppendInt(b, int64(remaining), 10)
-		ends[n], n = len(b), n+1
+		end(hdrRemaining)
 		if c.resetMode == ResetEpoch {
 			b = strconv.AppendInt(b, ceilUnix(c.now().Add(max(res.ResetAfter, 0))), 10)
 		} else {
-			b = strconv.AppendInt(b, ceilSeconds(res.ResetAfter, 0), 10)
+			b = strconv.AppendInt(b, reset, 10)
 		}
-		ends[n], n = len(b), n+1
+		end(hdrReset)
 	}
 	if c.ietf {
 		b = append(b, c.sfName...)
@@ -605,20 +614,18 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]strin
 		b = strconv.AppendInt(b, int64(limit), 10)
 		b = append(b, ";w="...)
 		b = strconv.AppendInt(b, ceilSeconds(res.Period, 1), 10)
-		ends[n], n = len(b), n+1
+		end(hdrPolicy)
 		b = append(b, c.sfName...)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, int64(remaining), 10)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, t, 10)
-		ends[n], n = len(b), n+1
+		end(hdrRateLimit)
 	}
 	if !res.Allowed {
 		b = strconv.AppendInt(b, retry, 10)
-		ends[n], n = len(b), n+1
-	}
-	if n == 0 {
-		return
+		end(hdrRetryAfter)
+		h[hdrCacheControl] = noStore
 	}
 
 	s := string(b)
@@ -626,23 +633,8 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]strin
 	for i := range n {
 		vals[i] = s[start:ends[i]]
 		start = ends[i]
-	}
-	// Three-index slices: a later Add must copy, not write into the next.
-	i := 0
-	if c.legacy {
-		h[hdrLimit] = vals[0:1:1]
-		h[hdrRemaining] = vals[1:2:2]
-		h[hdrReset] = vals[2:3:3]
-		i = 3
-	}
-	if c.ietf {
-		h[hdrPolicy] = vals[i : i+1 : i+1]
-		h[hdrRateLimit] = vals[i+1 : i+2 : i+2]
-		i += 2
-	}
-	if !res.Allowed {
-		h[hdrRetryAfter] = vals[i : i+1 : i+1]
-		h[hdrCacheControl] = noStore
+		// Three-index slices: a later Add must copy, not write into the next.
+		h[names[i]] = vals[i : i+1 : i+1]
 	}
 }
 

@@ -102,24 +102,7 @@ func waitClusterReady(addrs []string) error {
 		"cluster_size":           strconv.Itoa(len(addrs)),
 	}
 	for {
-		var problem string
-		for _, addr := range addrs {
-			info, err := command(addr, time.Second, "CLUSTER", "INFO")
-			if err != nil {
-				problem = fmt.Sprintf("%s: CLUSTER INFO: %v", addr, err)
-				break
-			}
-			fields := parseInfo(info)
-			for k, v := range want {
-				if fields[k] != v {
-					problem = fmt.Sprintf("%s: %s is %q, want %q", addr, k, fields[k], v)
-					break
-				}
-			}
-			if problem != "" {
-				break
-			}
-		}
+		problem := clusterProblem(addrs, want)
 		if problem == "" {
 			return nil
 		}
@@ -128,6 +111,24 @@ func waitClusterReady(addrs []string) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// clusterProblem returns the first way a node's CLUSTER INFO differs from
+// want, or "" when every node matches.
+func clusterProblem(addrs []string, want map[string]string) string {
+	for _, addr := range addrs {
+		info, err := command(addr, time.Second, "CLUSTER", "INFO")
+		if err != nil {
+			return fmt.Sprintf("%s: CLUSTER INFO: %v", addr, err)
+		}
+		fields := parseInfo(info)
+		for k, v := range want {
+			if fields[k] != v {
+				return fmt.Sprintf("%s: %s is %q, want %q", addr, k, fields[k], v)
+			}
+		}
+	}
+	return ""
 }
 
 // parseInfo splits an INFO-style reply ("key:value" lines) into a map.
