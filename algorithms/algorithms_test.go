@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestNewRefusesBadInput(t *testing.T) {
@@ -225,4 +227,34 @@ func TestLimitHelpers(t *testing.T) {
 			t.Errorf("got %+v %q, want %+v %q", tt.got, tt.got.String(), tt.want, tt.str)
 		}
 	}
+}
+
+func TestPolicies(t *testing.T) {
+	limits := []Limit{PerSecond(10), {Rate: 1000, Period: time.Hour, Burst: 50}}
+	for _, store := range []Store{NewMemoryStore(), NewRedisStore(redisClientNeverUsed())} {
+		for _, tt := range []struct {
+			alg  Algorithm
+			want []Policy
+		}{
+			{FixedWindow, []Policy{{10, time.Second}, {1000, time.Hour}}},
+			{TokenBucket, []Policy{{10, time.Second}, {50, 180 * time.Second}}},
+		} {
+			l, err := New(store, tt.alg, limits...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, ok := l.(Describer)
+			if !ok {
+				t.Fatalf("%T does not describe its limits", l)
+			}
+			if got := d.Policies(); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("%s: policies %v, want %v", tt.alg, got, tt.want)
+			}
+		}
+	}
+}
+
+// redisClientNeverUsed is a client for building limiters that make no call.
+func redisClientNeverUsed() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 }

@@ -54,6 +54,9 @@ func deny(limit, remaining int, retry, reset, period time.Duration) Result {
 	return Result{Allowed: false, Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset, Period: period}
 }
 
+// bound sets which of several limits binds r.
+func bound(index int, r Result) Result { r.Index = index; return r }
+
 func one(alg Algorithm, limits ...Limit) []limiterSpec {
 	return []limiterSpec{{alg, limits}}
 }
@@ -165,10 +168,10 @@ var sequences = []sequence{
 			{at: 0, want: pass(2, 1, 1000*ms, time.Second)},
 			{at: 100 * ms, want: pass(2, 0, 900*ms, time.Second)},
 			{at: 200 * ms, want: deny(2, 0, 800*ms, 800*ms, time.Second)},
-			{at: 1100 * ms, want: pass(3, 0, 8900*ms, 10*time.Second)},
+			{at: 1100 * ms, want: bound(1, pass(3, 0, 8900*ms, 10*time.Second))},
 			// The 10s limit denies; the per-second limit, which allowed, must
 			// not have consumed: the second limiter still finds room for one.
-			{at: 1200 * ms, want: deny(3, 0, 8800*ms, 8800*ms, 10*time.Second)},
+			{at: 1200 * ms, want: bound(1, deny(3, 0, 8800*ms, 8800*ms, 10*time.Second))},
 			{at: 1300 * ms, limiter: 1, want: pass(2, 0, 800*ms, time.Second)},
 			{at: 1400 * ms, limiter: 1, want: deny(2, 0, 700*ms, 700*ms, time.Second)},
 		},
@@ -311,6 +314,9 @@ func compareResult(got, want Result, tol time.Duration) string {
 	}
 	if got.Period != want.Period {
 		diffs = append(diffs, "Period")
+	}
+	if got.Index != want.Index {
+		diffs = append(diffs, "Index")
 	}
 	near := func(a, b time.Duration) bool { d := a - b; return d <= tol && d >= -tol }
 	if !near(got.RetryAfter, want.RetryAfter) || (got.RetryAfter == 0) != (want.RetryAfter == 0) {

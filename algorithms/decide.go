@@ -196,11 +196,14 @@ func (b *binding) result(alg Algorithm, limits []Limit) Result {
 	if !b.allowed {
 		i, v = b.denyIndex, b.deny
 	}
-	return makeResult(alg, limits[i], b.allowed, v.remaining, v.retry, v.reset)
+	return makeResult(alg, limits, i, b.allowed, v.remaining, v.retry, v.reset)
 }
 
-func makeResult(alg Algorithm, l Limit, allowed bool, remaining, retryUS, resetUS int64) Result {
+// makeResult builds the Result of a decision bound by limits[i].
+func makeResult(alg Algorithm, limits []Limit, i int, allowed bool, remaining, retryUS, resetUS int64) Result {
+	l := limits[i]
 	r := Result{
+		Index:      i,
 		Allowed:    allowed,
 		Limit:      quota(alg, l),
 		Remaining:  int(max(remaining, 0)),

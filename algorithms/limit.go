@@ -163,6 +163,32 @@ type Result struct {
 	// (Burst × Period / Rate, rounded up to the microsecond), so that Limit
 	// per Period is both the burst and the sustained rate.
 	Period time.Duration
+	// Index is the binding limit's position among the limits given to New,
+	// from 0, as Describer's Policies lists them.
+	Index int
+}
+
+// Policy is one limit of a Limiter as rate-limit headers state it: Quota
+// units per Window, with the meanings of Result.Limit and Result.Period.
+type Policy struct {
+	Quota  int
+	Window time.Duration
+}
+
+// Describer is implemented by the Limiters that New returns, so that
+// middleware can announce every limit, not only the binding one.
+type Describer interface {
+	// Policies returns the limits in the order given to New.
+	Policies() []Policy
+}
+
+// policies describes limits under alg.
+func policies(alg Algorithm, limits []Limit) []Policy {
+	ps := make([]Policy, len(limits))
+	for i, l := range limits {
+		ps[i] = Policy{Quota: quota(alg, l), Window: window(alg, l)}
+	}
+	return ps
 }
 
 // Limiter decides whether requests may pass.

@@ -119,6 +119,9 @@ func (l *memoryLimiter) Allow(_ context.Context, key string, cost int) (Result, 
 	return b.result(l.alg, l.limits), nil
 }
 
+// Policies implements Describer.
+func (l *memoryLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
+
 // lookup returns the entry of one limit for key, creating it when missing.
 // The caller holds sh.mu.
 func (sh *memoryShard) lookup(spec uint32, key string) *entry {

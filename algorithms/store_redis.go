@@ -115,8 +115,11 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	if !parseReply(reply, f[:]) || f[1] < 1 || f[1] > int64(len(l.limits)) {
 		return Result{}, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
 	}
-	return makeResult(l.alg, l.limits[f[1]-1], f[0] == 1, f[2], f[3], f[4]), nil
+	return makeResult(l.alg, l.limits, int(f[1]-1), f[0] == 1, f[2], f[3], f[4]), nil
 }
+
+// Policies implements Describer.
+func (l *redisLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
 
 // hashTagSafe escapes '{', '}' and '%' in key, so that the whole key, and
 // not a piece of it up to a '}', is the Cluster hash tag: keys such as
