@@ -88,8 +88,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -301,6 +303,9 @@ type config struct {
 	logGate      logGate
 	logSecret    [32]byte     // keys the key hashes in logs
 	brokenUntil  atomic.Int64 // Unix nanoseconds until which the limiter is not asked; 0 when healthy
+	mainPolicies *policySet   // how New's limiter's limits appear in responses
+	policyCache  sync.Map     // algorithms.Limiter -> *policySet, for WithLimiterFunc's limiters
+	policyCached atomic.Int64 // entries added to policyCache
 }
 
 // New returns middleware that rate-limits each request with limiter (or the
@@ -365,9 +370,8 @@ func (c *config) init() error {
 		c.keyError = c.writeKeyError
 	}
 
-	c.tooMany = newProblem(http.StatusTooManyRequests, quotaExceededType,
-		"The rate limit for this client is exhausted; retry after the number of seconds in Retry-After.",
-		[]string{c.policyName})
+	c.tooMany = newTooMany(c.policyName)
+	c.mainPolicies = c.newPolicySet(c.limiter)
 	c.unavailable = newProblem(http.StatusServiceUnavailable, "",
 		"The rate limiter is unavailable; retry after the number of seconds in Retry-After.", nil)
 	c.unavailable.retryAfter = []string{strconv.FormatInt(ceilSeconds(c.unavailableRetry, 1), 10)}
@@ -458,13 +462,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	c.setHeaders(w.Header(), res, &d.vals)
+	ps := c.mainPolicies
+	if lim != c.limiter {
+		ps = c.policiesOf(lim)
+	}
+	c.setHeaders(w.Header(), res, &d.vals, ps)
 	if !res.Allowed {
 		if c.denied != nil {
 			c.denied(w, r, res)
 			return
 		}
-		c.tooMany.write(w)
+		if ps != nil && res.Index < len(ps.tooMany) {
+			ps.tooMany[res.Index].write(w)
+		} else {
+			c.tooMany.write(w)
+		}
 		return
 	}
 	h.next.ServeHTTP(w, r)
@@ -576,7 +588,7 @@ const (
 // setHeaders sets the rate-limit headers for res, and Retry-After when it
 // is a denial. All values are cut from one string and the slices that hold
 // them from vals, so the headers cost one allocation however many there are.
-func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]string) {
+func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]string, ps *policySet) {
 	var buf [320]byte // enough for every header with the longest policy name
 	var ends [6]int
 	var names [6]string
@@ -609,13 +621,21 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]strin
 		end(hdrReset)
 	}
 	if c.ietf {
-		b = append(b, c.sfName...)
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, int64(limit), 10)
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, ceilSeconds(res.Period, 1), 10)
-		end(hdrPolicy)
-		b = append(b, c.sfName...)
+		name := c.sfName
+		if ps != nil && res.Index < len(ps.names) {
+			// Every policy of the limiter, fixed when it was described; the
+			// RateLimit item below names the one that binds.
+			h[hdrPolicy] = ps.header
+			name = ps.names[res.Index]
+		} else {
+			b = append(b, c.sfName...)
+			b = append(b, ";q="...)
+			b = strconv.AppendInt(b, int64(limit), 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, ceilSeconds(res.Period, 1), 10)
+			end(hdrPolicy)
+		}
+		b = append(b, name...)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, int64(remaining), 10)
 		b = append(b, ";t="...)
@@ -636,6 +656,94 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]strin
 		// Three-index slices: a later Add must copy, not write into the next.
 		h[names[i]] = vals[i : i+1 : i+1]
 	}
+}
+
+// policySet is how the limits of one limiter appear in responses: every
+// policy in RateLimit-Policy, each under its own name, and a 429 body that
+// names the violated one.
+type policySet struct {
+	header  []string  // the RateLimit-Policy value, ready to assign
+	names   [][]byte  // policy i's name as an sf-string
+	tooMany []problem // the 429 for a denial bound by policy i
+}
+
+// newPolicySet describes l's limits, or returns nil when l does not
+// describe them (a limiter not made by algorithms.New): the headers then
+// carry the binding limit alone, under the policy name. One limit keeps the
+// policy name; several are named after it with their window in seconds,
+// such as "search-1s" and "search-3600s".
+func (c *config) newPolicySet(l algorithms.Limiter) *policySet {
+	d, ok := l.(algorithms.Describer)
+	if !ok {
+		return nil
+	}
+	policies := d.Policies()
+	if len(policies) == 0 {
+		return nil
+	}
+	ps := &policySet{}
+	var header []byte
+	seen := map[string]bool{}
+	for i, p := range policies {
+		w := ceilSeconds(p.Window, 1)
+		name := c.policyName
+		if len(policies) > 1 {
+			name = c.policyName + "-" + strconv.FormatInt(w, 10) + "s"
+			if seen[name] {
+				name += "-" + strconv.Itoa(i+1)
+			}
+		}
+		seen[name] = true
+		sf, err := sfString(name)
+		if err != nil {
+			// The suffix made the name too long: announce the binding
+			// limit alone, under the policy name.
+			return nil
+		}
+		if i > 0 {
+			header = append(header, ", "...)
+		}
+		header = append(header, sf...)
+		header = append(header, ";q="...)
+		header = strconv.AppendInt(header, int64(p.Quota), 10)
+		header = append(header, ";w="...)
+		header = strconv.AppendInt(header, w, 10)
+		ps.names = append(ps.names, sf)
+		ps.tooMany = append(ps.tooMany, newTooMany(name))
+	}
+	ps.header = []string{string(header)}
+	return ps
+}
+
+// policiesOf returns the policy set of a limiter WithLimiterFunc picked,
+// describing each limiter once. Only limiters held by pointer are cached
+// (others may not even be usable as map keys), and at most
+// maxCachedPolicySets of them, in case a limiter is made per request.
+func (c *config) policiesOf(l algorithms.Limiter) *policySet {
+	if _, ok := l.(algorithms.Describer); !ok {
+		return nil
+	}
+	if reflect.TypeOf(l).Kind() != reflect.Pointer {
+		return c.newPolicySet(l)
+	}
+	if ps, ok := c.policyCache.Load(l); ok {
+		return ps.(*policySet)
+	}
+	ps := c.newPolicySet(l)
+	if c.policyCached.Add(1) <= maxCachedPolicySets {
+		c.policyCache.Store(l, ps)
+	}
+	return ps
+}
+
+// maxCachedPolicySets bounds policiesOf's cache.
+const maxCachedPolicySets = 1024
+
+// newTooMany is the 429 problem for a denial by the named policy.
+func newTooMany(policy string) problem {
+	return newProblem(http.StatusTooManyRequests, quotaExceededType,
+		"The rate limit for this client is exhausted; retry after the number of seconds in Retry-After.",
+		[]string{policy})
 }
 
 // ceilSeconds returns d in whole seconds, rounded up, and at least least.
