@@ -200,8 +200,9 @@ func WithFallback(l algorithms.Limiter) Option {
 // or http.ServeMux's r.Pattern), so two routes never share a counter even
 // when their limiters are alike or the same, while every instance of an
 // application still shares each route's counter. Mounted where no pattern
-// is known yet (a top-level r.Use, plain http.Handle), or with scoping
-// off, the middleware counts all its requests under the key alone.
+// is known yet (a top-level r.Use, a middleware around a whole mux), or
+// with scoping off, the middleware counts all its requests under the key
+// alone.
 func WithRouteScope(on bool) Option {
 	return func(c *config) { c.routeScope = on }
 }
@@ -423,6 +424,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, err := c.keyFunc(r)
 	if err != nil {
 		c.keyError(w, r, err)
+		return
+	}
+	if key == "" {
+		// Checked before the route scope would make it look like a key.
+		c.badKey.write(w)
 		return
 	}
 	cost := 1

@@ -76,3 +76,17 @@ func TestPoliciesOfPickedLimiter(t *testing.T) {
 		}
 	}
 }
+
+// An empty key is refused as a bad key, with or without a route to scope it.
+func TestEmptyKeyRefused(t *testing.T) {
+	empty := func(*http.Request) (string, error) { return "", nil }
+	lim := newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(5))
+	mux := http.NewServeMux()
+	mux.Handle("GET /a", New(lim, WithKeyFunc(empty))(&okHandler{}))
+	bare := New(lim, WithKeyFunc(empty))(&okHandler{})
+	for name, h := range map[string]http.Handler{"scoped by ServeMux": mux, "unscoped": bare} {
+		t.Run(name, func(t *testing.T) {
+			checkProblem(t, from(h, "/a", "192.0.2.1:1000"), http.StatusBadRequest)
+		})
+	}
+}
