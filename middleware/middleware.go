@@ -294,19 +294,20 @@ type config struct {
 	now              func() time.Time
 
 	// Precomputed at New, so the hot path only appends numbers.
-	sfName       []byte // the policy name as an sf-string, quoted
-	tooMany      problem
-	unavailable  problem
-	badKey       problem
-	unauthorized problem
-	badCost      problem
-	costTooLarge problem
-	logGate      logGate
-	logSecret    [32]byte     // keys the key hashes in logs
-	brokenUntil  atomic.Int64 // Unix nanoseconds until which the limiter is not asked; 0 when healthy
-	mainPolicies *policySet   // how New's limiter's limits appear in responses
-	policyCache  sync.Map     // algorithms.Limiter -> *policySet, for WithLimiterFunc's limiters
-	policyCached atomic.Int64 // entries added to policyCache
+	sfName           []byte // the policy name as an sf-string, quoted
+	tooMany          problem
+	unavailable      problem
+	badKey           problem
+	unauthorized     problem
+	badCost          problem
+	costTooLarge     problem
+	logGate          logGate
+	logSecret        [32]byte     // keys the key hashes in logs
+	brokenUntil      atomic.Int64 // Unix nanoseconds until which the limiter is not asked; 0 when healthy
+	mainPolicies     *policySet   // how New's limiter's limits appear in responses
+	fallbackPolicies *policySet   // and the fallback's
+	policyCache      sync.Map     // algorithms.Limiter -> *policySet, for WithLimiterFunc's limiters
+	policyCached     atomic.Int64 // entries added to policyCache
 }
 
 // New returns middleware that rate-limits each request with limiter (or the
@@ -373,6 +374,9 @@ func (c *config) init() error {
 
 	c.tooMany = newTooMany(c.policyName)
 	c.mainPolicies = c.newPolicySet(c.limiter)
+	if c.fallback != nil {
+		c.fallbackPolicies = c.newPolicySet(c.fallback)
+	}
 	c.unavailable = newProblem(http.StatusServiceUnavailable, "",
 		"The rate limiter is unavailable; retry after the number of seconds in Retry-After.", nil)
 	c.unavailable.retryAfter = []string{strconv.FormatInt(ceilSeconds(c.unavailableRetry, 1), 10)}
@@ -435,10 +439,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.cost != nil {
 		cost = c.cost(r)
 	}
-	lim := c.limiter
+	// ps describes the limits of whichever limiter decides, for the headers.
+	lim, ps := c.limiter, c.mainPolicies
 	if c.limiterFunc != nil {
 		if l := c.limiterFunc(r, key); l != nil {
-			lim = l
+			lim, ps = l, c.policiesOf(l)
 		}
 	}
 	if c.routeScope {
@@ -448,6 +453,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d, res, err := c.decideGuarded(r.Context(), lim, key, cost)
 	if c.fallback != nil && c.limiterFailed(r.Context(), err) {
 		c.logFailure(err, key, "fallback")
+		ps = c.fallbackPolicies
 		d, res, err = c.decide(r.Context(), c.fallback, key, cost)
 	}
 	if err != nil {
@@ -468,10 +474,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ps := c.mainPolicies
-	if lim != c.limiter {
-		ps = c.policiesOf(lim)
-	}
 	c.setHeaders(w.Header(), res, &d.vals, ps)
 	if !res.Allowed {
 		if c.denied != nil {
@@ -726,9 +728,6 @@ func (c *config) newPolicySet(l algorithms.Limiter) *policySet {
 // (others may not even be usable as map keys), and at most
 // maxCachedPolicySets of them, in case a limiter is made per request.
 func (c *config) policiesOf(l algorithms.Limiter) *policySet {
-	if _, ok := l.(algorithms.Describer); !ok {
-		return nil
-	}
 	if reflect.TypeOf(l).Kind() != reflect.Pointer {
 		return c.newPolicySet(l)
 	}

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -88,5 +89,34 @@ func TestEmptyKeyRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			checkProblem(t, from(h, "/a", "192.0.2.1:1000"), http.StatusBadRequest)
 		})
+	}
+}
+
+// When the fallback decides, the headers describe the fallback's limits.
+func TestFallbackPoliciesAnnounced(t *testing.T) {
+	logger, _ := newLogger()
+	fallback := newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerSecond(7), algorithms.PerHour(70))
+	h := New(&flakyLimiter{down: true}, WithFallback(fallback), WithLogger(logger))(&okHandler{})
+	rec := from(h, "/", "192.0.2.1:1000")
+	want := `"default-1s";q=7;w=1, "default-3600s";q=70;w=3600`
+	if got := rec.Header().Get("RateLimit-Policy"); rec.Code != http.StatusOK || got != want {
+		t.Fatalf("%d, RateLimit-Policy %q, want %q", rec.Code, got, want)
+	}
+}
+
+// sliceLimiter cannot be compared or used as a map key.
+type sliceLimiter struct{ calls []int }
+
+func (sliceLimiter) Allow(context.Context, string, int) (algorithms.Result, error) {
+	return algorithms.Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: time.Second, Period: time.Second}, nil
+}
+
+// A limiter of a type that cannot be compared, picked per request, is
+// served like any other: no panic.
+func TestUncomparableLimiterPicked(t *testing.T) {
+	lim := sliceLimiter{}
+	h := New(lim, WithLimiterFunc(func(*http.Request, string) algorithms.Limiter { return lim }))(&okHandler{})
+	if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != http.StatusOK || rec.Header().Get("RateLimit-Policy") != `"default";q=3;w=1` {
+		t.Fatalf("%d %v", rec.Code, rec.Header())
 	}
 }
