@@ -105,7 +105,7 @@ func TestFallbackPoliciesAnnounced(t *testing.T) {
 }
 
 // sliceLimiter cannot be compared or used as a map key.
-type sliceLimiter struct{ calls []int }
+type sliceLimiter []int
 
 func (sliceLimiter) Allow(context.Context, string, int) (algorithms.Result, error) {
 	return algorithms.Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: time.Second, Period: time.Second}, nil
@@ -114,7 +114,7 @@ func (sliceLimiter) Allow(context.Context, string, int) (algorithms.Result, erro
 // A limiter of a type that cannot be compared, picked per request, is
 // served like any other: no panic.
 func TestUncomparableLimiterPicked(t *testing.T) {
-	lim := sliceLimiter{}
+	lim := sliceLimiter{1}
 	h := New(lim, WithLimiterFunc(func(*http.Request, string) algorithms.Limiter { return lim }))(&okHandler{})
 	if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != http.StatusOK || rec.Header().Get("RateLimit-Policy") != `"default";q=3;w=1` {
 		t.Fatalf("%d %v", rec.Code, rec.Header())
