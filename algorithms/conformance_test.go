@@ -225,7 +225,8 @@ var miniredisBackend = backend{name: "miniredis", newStore: func(t *testing.T) (
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { c.Close() })
 	var last time.Duration
-	return NewRedisStore(c), func(at time.Duration) {
+	// The denial cache is off: these sequences test the scripts.
+	return NewRedisStore(c, WithDenialCache(0)), func(at time.Duration) {
 		// TIME follows SetTime; key expiry follows FastForward: move both.
 		m.SetTime(start.Add(at))
 		m.FastForward(at - last)
@@ -247,7 +248,7 @@ func realBackend(name string, client func(t *testing.T) redis.UniversalClient) b
 		}
 		begin := time.Now().Add(20 * ms)
 		prefix := fmt.Sprintf("conf%d", prefixes.Add(1))
-		return NewRedisStore(c, WithPrefix(prefix)), func(at time.Duration) {
+		return NewRedisStore(c, WithPrefix(prefix), WithDenialCache(0)), func(at time.Duration) {
 			time.Sleep(time.Until(begin.Add(at)))
 		}, realTolerance
 	}}

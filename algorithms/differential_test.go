@@ -72,7 +72,7 @@ func runDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	red, err := New(NewRedisStore(c), alg, limits...)
+	red, err := New(NewRedisStore(c, WithDenialCache(0)), alg, limits...)
 	if err != nil {
 		t.Fatal(err)
 	}

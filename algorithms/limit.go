@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -166,6 +167,53 @@ type Result struct {
 	// Index is the binding limit's position among the limits given to New,
 	// from 0, as Describer's Policies lists them.
 	Index int
+	// Decider says what made the decision: the store itself, or, for a
+	// Redis store that could not decide in time, a stand-in (see Decider).
+	Decider Decider
+}
+
+// Decider names what made a decision.
+type Decider uint8
+
+const (
+	// DecidedByStore is a decision of the store itself: Redis's script, or
+	// the memory store.
+	DecidedByStore Decider = iota
+	// DecidedByCache is a denial that Redis issued for this key and an equal
+	// or smaller cost, repeated from the Redis store's local cache until its
+	// RetryAfter has passed, without asking Redis again.
+	DecidedByCache
+	// DecidedLocally is a decision of the Redis store's in-memory twin, which
+	// enforces the same limits (or a share of them, see WithInstances) in this
+	// process while Redis cannot decide: an error, a timeout, the breaker
+	// open, or this process saturated. Limit, Remaining and the durations
+	// then describe the local limit.
+	DecidedLocally
+	// DecidedFailOpen is a pass that nothing counted: Redis could not decide
+	// and the store's FailureMode is FailOpen.
+	DecidedFailOpen
+	// DecidedFailClosed is a refusal that nothing counted: Redis could not
+	// decide and the store's FailureMode is FailClosed. RetryAfter is the
+	// time after which to try again.
+	DecidedFailClosed
+)
+
+// String returns the decider's name in snake case, as metrics label it:
+// "store", "cache", "local", "fail_open" or "fail_closed".
+func (d Decider) String() string {
+	switch d {
+	case DecidedByStore:
+		return "store"
+	case DecidedByCache:
+		return "cache"
+	case DecidedLocally:
+		return "local"
+	case DecidedFailOpen:
+		return "fail_open"
+	case DecidedFailClosed:
+		return "fail_closed"
+	}
+	return "decider(" + strconv.Itoa(int(d)) + ")"
 }
 
 // Policy is one limit of a Limiter as rate-limit headers state it: Quota

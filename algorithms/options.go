@@ -13,11 +13,12 @@ type storeConfig struct {
 	prefix string
 	clock  func() time.Time
 	sweep  time.Duration
+	redis  redisConfig // options only the Redis store uses
 	errs   []error
 }
 
 func newStoreConfig(opts []StoreOption) (storeConfig, error) {
-	c := storeConfig{prefix: "rl", clock: time.Now, sweep: time.Minute}
+	c := storeConfig{prefix: "rl", clock: time.Now, sweep: time.Minute, redis: defaultRedisConfig()}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -41,8 +42,9 @@ func WithPrefix(p string) StoreOption {
 }
 
 // WithClock sets the memory store's clock (default time.Now), so tests can
-// move time without sleeping. The Redis store ignores it: its scripts take
-// the time from the Redis server.
+// move time without sleeping. The Redis store's scripts take the time from
+// the Redis server; its own clock (this one) only times its local side: the
+// deadline of a decision, the denial cache and the local twin.
 func WithClock(now func() time.Time) StoreOption {
 	return func(c *storeConfig) {
 		if now == nil {

@@ -2,7 +2,6 @@ package algorithms
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -119,7 +118,8 @@ func TestRedisOneRoundTripAndTTLs(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range Algorithms {
 		limits := []Limit{PerSecond(5), {Rate: 50, Period: 10 * time.Second, Burst: 60}}
-		l, err := New(NewRedisStore(c), alg, limits...)
+		// Without the denial cache, which answers repeated denials itself.
+		l, err := New(NewRedisStore(c, WithDenialCache(0)), alg, limits...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,8 @@ func TestRedisSlidingLogBounded(t *testing.T) {
 	}
 }
 
-// A Redis that cannot be reached gives an error wrapped with context, fast.
+// A Redis that cannot be reached never turns the limit off: each failure
+// mode answers at once, without an error, and says what decided.
 func TestRedisUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -214,15 +215,38 @@ func TestRedisUnreachable(t *testing.T) {
 	ln.Close() // nothing listens here now
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * ms})
 	defer c.Close()
-	l, err := New(NewRedisStore(c), TokenBucket, PerSecond(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, err = l.Allow(ctx, "k", 1)
-	var opErr *net.OpError
-	if err == nil || !errors.As(err, &opErr) || !strings.Contains(err.Error(), "algorithms: redis token_bucket") {
-		t.Fatalf("Allow against a closed port: %v, want a wrapped dial error", err)
+	for _, tc := range []struct {
+		mode    FailureMode
+		passed  int
+		decider Decider
+	}{
+		{FailLocal, 2, DecidedLocally},
+		{FailOpen, 5, DecidedFailOpen},
+		{FailClosed, 0, DecidedFailClosed},
+	} {
+		l, err := New(NewRedisStore(c, WithFailureMode(tc.mode)), TokenBucket, PerMinute(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		passed := 0
+		for range 5 {
+			began := time.Now()
+			r, err := l.Allow(context.Background(), "k", 1)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.mode, err)
+			}
+			if r.Decider != tc.decider {
+				t.Errorf("%s: decided by %s, want %s", tc.mode, r.Decider, tc.decider)
+			}
+			if d := time.Since(began); d > DefaultTimeout+50*ms {
+				t.Errorf("%s: took %s", tc.mode, d)
+			}
+			if r.Allowed {
+				passed++
+			}
+		}
+		if passed != tc.passed {
+			t.Errorf("%s: %d of 5 passed, want %d", tc.mode, passed, tc.passed)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,9 +27,18 @@ var scripts = map[Algorithm]*redis.Script{
 }
 
 // RedisStore keeps rate-limit state in Redis (a single server, Sentinel or
-// Cluster) and decides each request with one script call, atomically, on
+// Cluster) and decides each request with a script call, atomically, on
 // the Redis server's clock, so any number of application instances share
 // one limit.
+//
+// Its limiters never turn the limit off because Redis is slow, away or
+// overwhelmed: each decision has a deadline (WithTimeout) that holds
+// whatever the go-redis client's settings, and a decision Redis cannot make
+// in time is made by the FailureMode, by default in process memory with the
+// same limits. Concurrent requests for one key share one script call; a
+// denial is remembered until its RetryAfter (WithDenialCache); a breaker
+// stops asking Redis when it looks unhealthy (WithBreaker). Result.Decider
+// says which of these decided.
 //
 // Keys are "<prefix>:{<key>}:<algorithm>:<rate>:<period µs>" with
 // ":<burst>" added for the bucket algorithms. The braces make the caller's
@@ -39,6 +49,8 @@ type RedisStore struct {
 	client redis.UniversalClient
 	cfg    storeConfig
 	err    error
+	guard  *guard
+	local  Store // the local twins' store
 }
 
 // NewRedisStore returns a store that keeps state in Redis through client.
@@ -46,21 +58,42 @@ type RedisStore struct {
 //
 // Configure the client with MaxRetries: -1: go-redis otherwise sends a
 // command again after a network error, and a script whose reply was lost
-// may already have counted the request. ContextTimeoutEnabled: true lets a
-// context deadline cut a call to a hung server short.
+// may already have counted the request.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 	cfg, err := newStoreConfig(opts)
 	if client == nil && err == nil {
 		err = fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
 	}
-	return &RedisStore{client: client, cfg: cfg, err: err}
+	s := &RedisStore{client: client, cfg: cfg, err: err}
+	if err == nil {
+		s.guard = newGuard(cfg, poolSize(client))
+		s.local = NewMemoryStore(WithClock(cfg.clock))
+	}
+	return s
+}
+
+// poolSize returns the client's connection pool size, the default bound on
+// calls in flight.
+func poolSize(client redis.UniversalClient) int {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().PoolSize
+	case *redis.ClusterClient:
+		return c.Options().PoolSize
+	}
+	return 10 * runtime.GOMAXPROCS(0)
 }
 
 func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (Limiter, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{"}
+	twin, err := New(s.local, alg, shareOf(limits, s.cfg.redis.instances)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: with WithInstances(%d) the local limits: %w", ErrInvalidOption, s.cfg.redis.instances, err)
+	}
+	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
+		guard: s.guard, twin: twin}
 	args := make([]any, 1, 1+3*len(limits))
 	for _, lim := range limits {
 		p := paramsOf(lim)
@@ -71,6 +104,22 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (Limiter, error) 
 		return &redisCall{keys: make([]string, len(limits)), args: append([]any(nil), args...)}
 	}
 	return l, nil
+}
+
+// shareOf returns limits with Rate and Burst divided by n, rounded down and
+// at least 1: one instance's share, for the local twin.
+func shareOf(limits []Limit, n int) []Limit {
+	out := make([]Limit, len(limits))
+	for i, l := range limits {
+		out[i] = l
+		if n > 1 {
+			out[i].Rate = max(1, l.Rate/n)
+			if l.Burst > 0 {
+				out[i].Burst = max(1, l.Burst/n)
+			}
+		}
+	}
+	return out
 }
 
 // stateName names the state of one limit under one algorithm: the part of a
@@ -91,35 +140,58 @@ type redisLimiter struct {
 	limits   []Limit
 	prefix   string    // "<prefix>:{"
 	suffixes []string  // "}:<state name>", one per limit
-	calls    sync.Pool // *redisCall: keys, then cost and rate, period, burst per limit
+	calls    sync.Pool // *redisCall: keys, then costs and rate, period, burst per limit
+	guard    *guard
+	twin     Limiter // the same limits in memory, for decisions Redis cannot make
 }
 
-// Allow implements Limiter with one EVALSHA (EVAL when Redis has lost the
-// script). Redis errors are returned wrapped.
-func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result, error) {
-	if err := checkRequest(l.alg, l.limits, key, cost); err != nil {
-		return Result{}, err
-	}
+// Policies implements Describer.
+func (l *redisLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
+
+// decide runs the script once for the requests of costs on key, in order,
+// and returns their Results. Redis errors are returned wrapped.
+func (l *redisLimiter) decide(ctx context.Context, key string, costs []int) ([]Result, error) {
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)
 	tag := hashTagSafe(key)
 	for i, suffix := range l.suffixes {
 		call.keys[i] = l.prefix + tag + suffix
 	}
-	call.args[0] = cost
+	call.args[0] = costList(costs)
 	reply, err := l.script.Run(ctx, l.client, call.keys, call.args...).Text()
 	if err != nil {
-		return Result{}, fmt.Errorf("algorithms: redis %s: %w", l.alg, err)
+		return nil, fmt.Errorf("algorithms: redis %s: %w", l.alg, err)
 	}
-	var f [5]int64
-	if !parseReply(reply, f[:]) || f[1] < 1 || f[1] > int64(len(l.limits)) {
-		return Result{}, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
+	f := make([]int64, 5*len(costs))
+	if !parseReply(reply, f) {
+		return nil, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
 	}
-	return makeResult(l.alg, l.limits, int(f[1]-1), f[0] == 1, f[2], f[3], f[4]), nil
+	res := make([]Result, len(costs))
+	for i := range res {
+		v := f[5*i : 5*i+5]
+		if v[1] < 1 || v[1] > int64(len(l.limits)) {
+			return nil, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
+		}
+		res[i] = makeResult(l.alg, l.limits, int(v[1]-1), v[0] == 1, v[2], v[3], v[4])
+	}
+	return res, nil
 }
 
-// Policies implements Describer.
-func (l *redisLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
+// costList is the script's list of costs: "1" for the common single request
+// of cost 1, without an allocation.
+func costList(costs []int) string {
+	if len(costs) == 1 && costs[0] == 1 {
+		return "1"
+	}
+	b := make([]byte, 0, 4*len(costs))
+	for i, c := range costs {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, int64(c), 10)
+	}
+	return string(b)
+}
 
 // hashTagSafe escapes '{', '}' and '%' in key, so that the whole key, and
 // not a piece of it up to a '}', is the Cluster hash tag: keys such as

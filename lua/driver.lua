@@ -1,10 +1,13 @@
--- Runs check for every limit, then commit for every limit only when all of
--- them allow the request, so a decision consumes from all limits or none.
--- Time comes from the Redis server so every application instance shares one
--- clock; it is kept in integer microseconds, exact in a Lua number.
+-- Decides each request of ARGV[1], a list of costs separated by spaces, in
+-- that order, all at one instant: a batch of requests for one key costs one
+-- script call and gets exactly the answers they would have got one by one.
+-- For each request it runs check for every limit, then commit for every
+-- limit only when all of them allow it, so a request consumes from all
+-- limits or none. Time comes from the Redis server so every application
+-- instance shares one clock; it is kept in integer microseconds, exact in a
+-- Lua number.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local cost = tonumber(ARGV[1])
 
 -- limit returns the rate, period (µs) and burst of limit i.
 local function limit(i)
@@ -12,32 +15,40 @@ local function limit(i)
   return tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
 end
 
-local allowed = 1
-local bind, bind_remaining, bind_reset = 0, 0, 0
-local deny_bind, deny_remaining, deny_retry, deny_reset = 0, 0, -1, 0
-for i = 1, #KEYS do
-  local ok, remaining, retry, reset = check(i, KEYS[i], now, cost, limit(i))
-  if ok then
-    -- A pass reports the limit with the least left, the later reset on a tie.
-    if bind == 0 or remaining < bind_remaining or
-        (remaining == bind_remaining and reset > bind_reset) then
-      bind, bind_remaining, bind_reset = i, remaining, reset
-    end
-  else
-    allowed = 0
-    -- A deny reports the limit that forces the longest wait.
-    if retry > deny_retry then
-      deny_bind, deny_remaining, deny_retry, deny_reset = i, remaining, retry, reset
+-- decide returns one request's answer as five integers.
+local function decide(cost)
+  local allowed = 1
+  local bind, bind_remaining, bind_reset = 0, 0, 0
+  local deny_bind, deny_remaining, deny_retry, deny_reset = 0, 0, -1, 0
+  for i = 1, #KEYS do
+    local ok, remaining, retry, reset = check(i, KEYS[i], now, cost, limit(i))
+    if ok then
+      -- A pass reports the limit with the least left, the later reset on a tie.
+      if bind == 0 or remaining < bind_remaining or
+          (remaining == bind_remaining and reset > bind_reset) then
+        bind, bind_remaining, bind_reset = i, remaining, reset
+      end
+    else
+      allowed = 0
+      -- A deny reports the limit that forces the longest wait.
+      if retry > deny_retry then
+        deny_bind, deny_remaining, deny_retry, deny_reset = i, remaining, retry, reset
+      end
     end
   end
+  if allowed == 0 then
+    return string.format('0 %d %d %d %d', deny_bind, deny_remaining, deny_retry, deny_reset)
+  end
+  for i = 1, #KEYS do
+    commit(i, KEYS[i], now, cost, limit(i))
+  end
+  return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)
 end
 
 -- One string rather than an array of integers: the client decodes it with
 -- fewer allocations.
-if allowed == 0 then
-  return string.format('0 %d %d %d %d', deny_bind, deny_remaining, deny_retry, deny_reset)
+local out = {}
+for c in string.gmatch(ARGV[1], '%d+') do
+  out[#out + 1] = decide(tonumber(c))
 end
-for i = 1, #KEYS do
-  commit(i, KEYS[i], now, cost, limit(i))
-end
-return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)
+return table.concat(out, ' ')

@@ -3,12 +3,14 @@
 //
 // Each script is an algorithm file, which defines two local functions,
 // check(i, key, now, cost, rate, period, burst) and commit (the same
-// arguments), followed by driver.lua, which runs them for every limit of one
-// decision. KEYS[i] holds the state of limit i; ARGV[1] is the cost, followed
-// by rate, period (microseconds) and burst for each limit, in KEYS order. The
-// script returns one string of five integers separated by spaces: allowed (1
-// or 0), the binding limit's index (from 1), remaining, retry-after in µs and
-// reset-after in µs.
+// arguments), followed by driver.lua, which runs them for every limit of
+// each request. KEYS[i] holds the state of limit i; ARGV[1] is the list of
+// the requests' costs, separated by spaces ("1" for one request), decided
+// in that order at one instant; rate, period (microseconds) and burst follow
+// for each limit, in KEYS order. The script returns, per request, five
+// integers separated by spaces: allowed (1 or 0), the binding limit's index
+// (from 1), remaining, retry-after in µs and reset-after in µs; the answers
+// of several requests follow one another, separated by spaces too.
 package lua
 
 import (

@@ -1,0 +1,182 @@
+package algorithms
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// batcher queues the Redis store's decisions per limiter and key, and runs
+// at most maxActive flushers, each sending one script call at a time. While a
+// key's call is in flight its new requests wait, and the next call decides
+// them together (up to maxBatch) in arrival order: a flood of one key costs
+// Redis one call per round trip, however many requests it holds. A store
+// that is idle sends at once: nothing waits for a batch to fill.
+type batcher struct {
+	maxActive, maxWaiting, maxBatch int
+
+	mu      sync.Mutex
+	queues  map[queueKey]*keyQueue
+	ready   []*keyQueue // keys with waiters and no flusher, oldest first
+	active  int         // flushers running
+	waiting int         // waiters queued, all keys
+}
+
+type queueKey struct {
+	l   *redisLimiter
+	key string
+}
+
+// keyQueue holds one key's waiters. scheduled is set while the key is in
+// ready or being flushed, so that one key has at most one call in flight.
+type keyQueue struct {
+	id        queueKey
+	waiters   []*waiter
+	scheduled bool
+}
+
+// Waiter states. A waiter moves from queued to sent when its flusher takes
+// it, and to done when its answer is delivered; it moves to abandoned when
+// its deadline passes first, and is then decided by the failure mode.
+const (
+	waiterQueued int32 = iota
+	waiterSent
+	waiterDone
+	waiterAbandoned
+)
+
+// waiter is one decision waiting for Redis.
+type waiter struct {
+	cost     int
+	deadline time.Time
+	probe    bool // the breaker's probe: it reports its own outcome
+	state    atomic.Int32
+	call     *call // set before the waiter is sent
+	res      Result
+	err      error
+	done     chan struct{} // receives once the answer is delivered
+}
+
+// call is one script call's shared state: its outcome goes to the breaker
+// once, from whichever comes first, the call's end or a waiter giving up on
+// it.
+type call struct {
+	reported atomic.Bool
+}
+
+var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
+
+// newWaiter returns a queued waiter. Only a waiter whose answer was
+// delivered and read goes back to the pool: a flusher may still hold one
+// that was abandoned.
+func newWaiter(cost int, deadline time.Time, probe bool) *waiter {
+	w := waiters.Get().(*waiter)
+	w.cost, w.deadline, w.probe, w.call = cost, deadline, probe, nil
+	w.res, w.err = Result{}, nil
+	w.state.Store(waiterQueued)
+	return w
+}
+
+// deliver hands a sent waiter its answer, unless it was abandoned.
+func (w *waiter) deliver(res Result, err error) {
+	w.res, w.err = res, err
+	if w.state.CompareAndSwap(waiterSent, waiterDone) {
+		w.done <- struct{}{}
+	}
+}
+
+func newBatcher(maxActive, maxWaiting, maxBatch int) *batcher {
+	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, queues: map[queueKey]*keyQueue{}}
+}
+
+// submit queues w for key of l and starts a flusher when one is free. It
+// reports false, queuing nothing, when maxWaiting decisions already wait.
+func (b *batcher) submit(l *redisLimiter, key string, w *waiter) bool {
+	id := queueKey{l, key}
+	b.mu.Lock()
+	if b.waiting >= b.maxWaiting {
+		b.mu.Unlock()
+		return false
+	}
+	b.waiting++
+	q := b.queues[id]
+	if q == nil {
+		q = &keyQueue{id: id}
+		b.queues[id] = q
+	}
+	q.waiters = append(q.waiters, w)
+	start := false
+	if !q.scheduled {
+		q.scheduled = true
+		if b.active < b.maxActive {
+			b.active++
+			start = true
+		} else {
+			b.ready = append(b.ready, q)
+		}
+	}
+	b.mu.Unlock()
+	if start {
+		go b.run(q)
+	}
+	return true
+}
+
+// run flushes q, then whichever key is ready next, until none is.
+func (b *batcher) run(q *keyQueue) {
+	for q != nil {
+		if batch := b.take(q); len(batch) > 0 {
+			q.id.l.flush(q.id.key, batch)
+		}
+		q = b.next(q)
+	}
+}
+
+// take removes up to maxBatch waiters from q and marks them sent, dropping
+// those that were abandoned meanwhile.
+func (b *batcher) take(q *keyQueue) []*waiter {
+	b.mu.Lock()
+	n := min(len(q.waiters), b.maxBatch)
+	batch := make([]*waiter, n)
+	copy(batch, q.waiters)
+	rest := copy(q.waiters, q.waiters[n:])
+	clear(q.waiters[rest:])
+	q.waiters = q.waiters[:rest]
+	b.waiting -= n
+	b.mu.Unlock()
+
+	c := &call{}
+	sent := batch[:0]
+	for _, w := range batch {
+		w.call = c
+		if w.state.CompareAndSwap(waiterQueued, waiterSent) {
+			sent = append(sent, w)
+		}
+	}
+	return sent
+}
+
+// next returns the key the flusher that just flushed q serves next: the
+// oldest ready key, with q going to the back of the line if it has more
+// waiters, or q itself when nothing else is ready; nil when nothing is left,
+// and the flusher then ends.
+func (b *batcher) next(q *keyQueue) *keyQueue {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(q.waiters) == 0 {
+		q.scheduled = false
+		delete(b.queues, q.id)
+	} else if len(b.ready) == 0 {
+		return q
+	} else {
+		b.ready = append(b.ready, q)
+	}
+	if len(b.ready) == 0 {
+		b.active--
+		return nil
+	}
+	n := b.ready[0]
+	b.ready[0] = nil
+	b.ready = b.ready[1:]
+	return n
+}

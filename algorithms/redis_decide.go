@@ -1,0 +1,247 @@
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit/internal/breaker"
+)
+
+// guard is what a Redis store's limiters share to decide without letting
+// Redis's troubles through: the breaker, the batcher, the denial cache and
+// the failure log.
+type guard struct {
+	clock   func() time.Time
+	timeout time.Duration
+	mode    FailureMode
+	logger  *slog.Logger
+	breaker *breaker.Breaker
+	batcher *batcher
+	denials *denials
+	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
+}
+
+func newGuard(cfg storeConfig, pool int) *guard {
+	rc := cfg.redis
+	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials)}
+	if g.logger == nil {
+		g.logger = slog.Default()
+	}
+	inFlight := rc.maxInFlight
+	if inFlight == 0 {
+		inFlight = max(pool, 1)
+	}
+	g.batcher = newBatcher(inFlight, rc.maxWaiting, DefaultMaxBatch)
+	g.breaker = breaker.New(breaker.Config(rc.breaker), func(from, to breaker.State, reason string) {
+		level := slog.LevelWarn
+		if to == breaker.Closed {
+			level = slog.LevelInfo
+		}
+		g.logger.LogAttrs(context.Background(), level, "redlimit: Redis breaker "+to.String(),
+			slog.String("from", from.String()), slog.String("reason", reason),
+			slog.String("failure_mode", g.mode.String()))
+	})
+	return g
+}
+
+// Allow implements Limiter. It asks Redis unless the denial cache answers,
+// and decides by the store's FailureMode when Redis cannot decide by the
+// deadline (the context's, or WithTimeout's if sooner). It returns an
+// error only for an invalid request, or the context's error when the
+// context was canceled (the caller has gone) before an answer.
+func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result, error) {
+	if err := checkRequest(l.alg, l.limits, key, cost); err != nil {
+		return Result{}, err
+	}
+	g := l.guard
+	now := g.clock()
+	if res, ok := g.denials.lookup(l, key, cost, now); ok {
+		return res, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return l.ended(ctx, key, cost, err)
+	}
+	ok, probe := g.breaker.Allow(now)
+	if !ok {
+		return l.fail(key, cost)
+	}
+	deadline := now.Add(g.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	w := newWaiter(cost, deadline, probe)
+	if !g.batcher.submit(l, key, w) {
+		if probe {
+			g.breaker.CancelProbe()
+		}
+		return l.fail(key, cost)
+	}
+
+	// Wait on the context alone when its deadline is ours, else on a timer.
+	var expired <-chan time.Time
+	if d, ok := ctx.Deadline(); !ok || d.After(deadline) {
+		t := time.NewTimer(deadline.Sub(now))
+		defer t.Stop()
+		expired = t.C
+	}
+	var ctxErr error
+	select {
+	case <-w.done:
+		return l.answered(w, key)
+	case <-expired:
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+	switch {
+	case w.state.CompareAndSwap(waiterQueued, waiterAbandoned):
+		// Never sent: this process is saturated, which says nothing of
+		// Redis's health.
+		if probe {
+			g.breaker.CancelProbe()
+		}
+		if ctxErr != nil {
+			return l.ended(ctx, key, cost, ctxErr)
+		}
+		return l.fail(key, cost)
+	case w.state.CompareAndSwap(waiterSent, waiterAbandoned):
+		// Sent, and Redis has not answered in time.
+		if probe {
+			g.breaker.Record(g.clock(), false, true)
+		} else if w.call.reported.CompareAndSwap(false, true) {
+			g.breaker.Record(g.clock(), false, false)
+		}
+		if ctxErr != nil {
+			return l.ended(ctx, key, cost, ctxErr)
+		}
+		return l.fail(key, cost)
+	}
+	<-w.done // delivered meanwhile
+	return l.answered(w, key)
+}
+
+// answered returns a delivered waiter's answer, or the failure mode's when
+// the call failed, and recycles the waiter.
+func (l *redisLimiter) answered(w *waiter, key string) (Result, error) {
+	res, err, cost, probe := w.res, w.err, w.cost, w.probe
+	waiters.Put(w)
+	if probe {
+		l.guard.breaker.Record(l.guard.clock(), err == nil, true)
+	}
+	if err != nil {
+		return l.fail(key, cost)
+	}
+	return res, nil
+}
+
+// ended answers a request whose context ended before Redis answered: a
+// canceled context (the caller has gone) gets its error; a passed deadline
+// gets the failure mode, as any other decision Redis did not make in time.
+func (l *redisLimiter) ended(ctx context.Context, key string, cost int, err error) (Result, error) {
+	if errors.Is(err, context.Canceled) {
+		return Result{}, fmt.Errorf("algorithms: %w", context.Cause(ctx))
+	}
+	return l.fail(key, cost)
+}
+
+// flush decides a batch of one key's waiters in one script call and
+// delivers each its answer. Waiters that the denial cache now covers (a
+// denial in the previous call) are answered from it without a call.
+func (l *redisLimiter) flush(key string, batch []*waiter) {
+	g := l.guard
+	sent := g.clock()
+	live := batch[:0]
+	deadline := sent
+	for _, w := range batch {
+		if res, ok := g.denials.lookup(l, key, w.cost, sent); ok {
+			w.deliver(res, nil)
+			continue
+		}
+		live = append(live, w)
+		if w.deadline.After(deadline) {
+			deadline = w.deadline
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	costs := make([]int, len(live))
+	for i, w := range live {
+		costs[i] = w.cost
+	}
+	c := live[0].call
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	results, err := l.decide(ctx, key, costs)
+	cancel()
+	if c.reported.CompareAndSwap(false, true) {
+		g.breaker.Record(g.clock(), err == nil, false)
+	}
+	if err != nil {
+		g.logFailure(err)
+		for _, w := range live {
+			w.deliver(Result{}, err)
+		}
+		return
+	}
+	// Remember the denial of the smallest cost: it covers the most. (A
+	// waiter is not touched once delivered: its owner may reuse it.)
+	denied := -1
+	for i, w := range live {
+		if !results[i].Allowed && (denied < 0 || costs[i] < costs[denied]) {
+			denied = i
+		}
+		w.deliver(results[i], nil)
+	}
+	if denied >= 0 {
+		g.denials.remember(l, key, costs[denied], sent, results[denied])
+	}
+}
+
+// fail decides a request that Redis could not, by the store's FailureMode.
+func (l *redisLimiter) fail(key string, cost int) (Result, error) {
+	g := l.guard
+	switch g.mode {
+	case FailOpen:
+		return l.uncounted(true, DecidedFailOpen), nil
+	case FailClosed:
+		return l.uncounted(false, DecidedFailClosed), nil
+	}
+	res, lerr := l.twin.Allow(context.Background(), key, cost)
+	if errors.Is(lerr, ErrCostExceedsLimit) {
+		// The cost fits the shared limit but not this instance's share of
+		// it: refuse it until Redis can decide.
+		res, lerr = l.uncounted(false, DecidedLocally), nil
+	}
+	if lerr != nil {
+		return Result{}, lerr
+	}
+	res.Decider = DecidedLocally
+	return res, nil
+}
+
+// uncounted is a decision that nothing counted, described by the first
+// limit.
+func (l *redisLimiter) uncounted(allowed bool, by Decider) Result {
+	lim := l.limits[0]
+	r := Result{Allowed: allowed, Limit: quota(l.alg, lim), Period: window(l.alg, lim), Decider: by}
+	if !allowed {
+		r.RetryAfter = time.Second
+		r.ResetAfter = time.Second
+	}
+	return r
+}
+
+// logFailure logs a failed call, at most once a second per store. Redis's
+// errors carry no keys.
+func (g *guard) logFailure(err error) {
+	now := g.clock().UnixNano()
+	last := g.lastLog.Load()
+	if last != 0 && now-last < int64(time.Second) || !g.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	g.logger.LogAttrs(context.Background(), slog.LevelError, "redlimit: Redis could not decide",
+		slog.String("failure_mode", g.mode.String()), slog.Any("error", err))
+}

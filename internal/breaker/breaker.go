@@ -1,0 +1,206 @@
+// Package breaker decides when a rate limiter stops asking a store that
+// looks unhealthy, on evidence gathered over many calls rather than from one
+// error: a run of consecutive failures, or a failure ratio over a short
+// window with enough calls in it. While it is open nothing is asked; once
+// the open time is over one call (the probe) is let through, and its outcome
+// closes the breaker or opens it again.
+package breaker
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// State is the breaker's state.
+type State int32
+
+const (
+	// Closed lets every call through.
+	Closed State = iota
+	// Open lets no call through.
+	Open
+	// HalfOpen lets one call through, the probe, and no other until its
+	// outcome is recorded.
+	HalfOpen
+)
+
+// String returns "closed", "open" or "half-open".
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half-open"
+	}
+	return "unknown"
+}
+
+// Config sets when the breaker opens and for how long. A zero field takes
+// the default named beside it.
+type Config struct {
+	// Failures is the run of consecutive failures that opens the breaker
+	// (default 5).
+	Failures int
+	// Ratio is the share of failures among the calls of one Window that
+	// opens the breaker, once the window holds MinCalls calls (default 0.5).
+	Ratio float64
+	// MinCalls is the fewest calls in a window for Ratio to apply
+	// (default 20).
+	MinCalls int
+	// Window is the span over which Ratio is measured (default 1 s).
+	Window time.Duration
+	// OpenFor is how long the breaker stays open before a probe
+	// (default 500 ms).
+	OpenFor time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Failures == 0 {
+		c.Failures = 5
+	}
+	if c.Ratio == 0 {
+		c.Ratio = 0.5
+	}
+	if c.MinCalls == 0 {
+		c.MinCalls = 20
+	}
+	if c.Window == 0 {
+		c.Window = time.Second
+	}
+	if c.OpenFor == 0 {
+		c.OpenFor = 500 * time.Millisecond
+	}
+	return c
+}
+
+// Breaker is a circuit breaker, safe for concurrent use. The zero value is
+// not usable; call New.
+type Breaker struct {
+	cfg      Config
+	onChange func(from, to State, reason string)
+
+	state atomic.Int32 // a State, read without the lock on the fast path
+
+	mu          sync.Mutex
+	consecutive int
+	windowStart time.Time
+	calls       int
+	failures    int
+	openedAt    time.Time
+	probing     bool
+}
+
+// New returns a closed breaker. onChange, if not nil, is called once per
+// change of state, with the lock released, with why it changed.
+func New(cfg Config, onChange func(from, to State, reason string)) *Breaker {
+	return &Breaker{cfg: cfg.WithDefaults(), onChange: onChange}
+}
+
+// State returns the current state.
+func (b *Breaker) State() State { return State(b.state.Load()) }
+
+// Allow reports whether a call may go through at now, and whether that call
+// is the probe, whose outcome must be recorded with probe set.
+func (b *Breaker) Allow(now time.Time) (ok, probe bool) {
+	if State(b.state.Load()) == Closed {
+		return true, false
+	}
+	b.mu.Lock()
+	st := State(b.state.Load())
+	switch {
+	case st == Closed:
+		b.mu.Unlock()
+		return true, false
+	case b.probing || now.Sub(b.openedAt) < b.cfg.OpenFor:
+		b.mu.Unlock()
+		return false, false
+	}
+	b.probing = true
+	b.state.Store(int32(HalfOpen))
+	b.mu.Unlock()
+	b.changed(st, HalfOpen, "probing after the open time")
+	return true, true
+}
+
+// Record records a call's outcome at now. A probe's success closes the
+// breaker and its failure opens it again; other outcomes count towards the
+// consecutive-failure run and the window's ratio while the breaker is
+// closed, and are ignored otherwise (they were let through before it
+// opened).
+func (b *Breaker) Record(now time.Time, success, probe bool) {
+	b.mu.Lock()
+	st := State(b.state.Load())
+	if probe {
+		b.probing = false
+		to, reason := Closed, "the probe succeeded"
+		if !success {
+			to, reason = Open, "the probe failed"
+			b.openedAt = now
+		}
+		b.reset(now)
+		b.state.Store(int32(to))
+		b.mu.Unlock()
+		b.changed(st, to, reason)
+		return
+	}
+	if st != Closed {
+		b.mu.Unlock()
+		return
+	}
+	if now.Sub(b.windowStart) >= b.cfg.Window {
+		b.windowStart, b.calls, b.failures = now, 0, 0
+	}
+	b.calls++
+	if success {
+		b.consecutive = 0
+		b.mu.Unlock()
+		return
+	}
+	b.failures++
+	b.consecutive++
+	var reason string
+	switch {
+	case b.consecutive >= b.cfg.Failures:
+		reason = "consecutive failures"
+	case b.calls >= b.cfg.MinCalls && float64(b.failures) >= b.cfg.Ratio*float64(b.calls):
+		reason = "failure ratio"
+	default:
+		b.mu.Unlock()
+		return
+	}
+	b.openedAt = now
+	b.reset(now)
+	b.state.Store(int32(Open))
+	b.mu.Unlock()
+	b.changed(Closed, Open, reason)
+}
+
+// reset starts the counts over. The caller holds b.mu.
+func (b *Breaker) reset(now time.Time) {
+	b.consecutive, b.calls, b.failures, b.windowStart = 0, 0, 0, now
+}
+
+func (b *Breaker) changed(from, to State, reason string) {
+	if b.onChange != nil && from != to {
+		b.onChange(from, to, reason)
+	}
+}
+
+// CancelProbe gives back a probe that was allowed but never sent: the
+// breaker returns to open, and the next Allow may probe at once.
+func (b *Breaker) CancelProbe() {
+	b.mu.Lock()
+	if !b.probing {
+		b.mu.Unlock()
+		return
+	}
+	b.probing = false
+	b.openedAt = time.Time{}
+	b.state.Store(int32(Open))
+	b.mu.Unlock()
+	b.changed(HalfOpen, Open, "the probe was not sent")
+}
