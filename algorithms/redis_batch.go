@@ -64,6 +64,10 @@ type call struct {
 	reported atomic.Bool
 }
 
+// minRoundTrip is the least time before its deadline for a waiter to be
+// sent to Redis.
+const minRoundTrip = time.Millisecond
+
 var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
 
 // newWaiter returns a queued waiter. Only a waiter whose answer was
@@ -125,7 +129,7 @@ func (b *batcher) submit(l *redisLimiter, key string, w *waiter) bool {
 // run flushes q, then whichever key is ready next, until none is.
 func (b *batcher) run(q *keyQueue) {
 	for q != nil {
-		if batch := b.take(q); len(batch) > 0 {
+		if batch := b.take(q, q.id.l.guard.clock()); len(batch) > 0 {
 			q.id.l.flush(q.id.key, batch)
 		}
 		q = b.next(q)
@@ -133,8 +137,10 @@ func (b *batcher) run(q *keyQueue) {
 }
 
 // take removes up to maxBatch waiters from q and marks them sent, dropping
-// those that were abandoned meanwhile.
-func (b *batcher) take(q *keyQueue) []*waiter {
+// those that were abandoned meanwhile. A waiter whose deadline is too close
+// for a round trip is not sent but left to give up by itself: it waited in
+// this process, which is no failure of Redis.
+func (b *batcher) take(q *keyQueue, now time.Time) []*waiter {
 	b.mu.Lock()
 	n := min(len(q.waiters), b.maxBatch)
 	batch := make([]*waiter, n)
@@ -148,6 +154,9 @@ func (b *batcher) take(q *keyQueue) []*waiter {
 	c := &call{}
 	sent := batch[:0]
 	for _, w := range batch {
+		if w.deadline.Sub(now) < minRoundTrip {
+			continue
+		}
 		w.call = c
 		if w.state.CompareAndSwap(waiterQueued, waiterSent) {
 			sent = append(sent, w)
