@@ -92,12 +92,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	}
 
-	store, describe, closeStore, err := openStore(cfg.redisURL)
+	logger := slog.New(slog.NewTextHandler(out, nil))
+	store, describe, closeStore, err := openStore(cfg.redisURL, logger)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	logger := slog.New(slog.NewTextHandler(out, nil))
 	handler, err := newAPI(store, cfg, logger)
 	if err != nil {
 		return err
@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // openStore returns the Redis store when url is set, else the memory store,
 // with a description that names no password.
-func openStore(url string) (algorithms.Store, string, func(), error) {
+func openStore(url string, logger *slog.Logger) (algorithms.Store, string, func(), error) {
 	if url == "" {
 		return algorithms.NewMemoryStore(), "memory (this process only)", func() {}, nil
 	}
@@ -138,12 +138,13 @@ func openStore(url string) (algorithms.Store, string, func(), error) {
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("-redis: %w", err)
 	}
-	// Let the middleware's deadline cut a call to a hung server short, and
-	// never send a script again after a lost reply: it may have counted.
-	opts.ContextTimeoutEnabled = true
+	// Never send a script again after a lost reply: it may have counted.
+	// (The store keeps its own deadline, whatever the client's timeouts.)
 	opts.MaxRetries = -1
 	client := redis.NewClient(opts)
-	return algorithms.NewRedisStore(client, algorithms.WithPrefix("redlimit-example")),
+	store := algorithms.NewRedisStore(client, algorithms.WithPrefix("redlimit-example"),
+		algorithms.WithLogger(logger))
+	return store,
 		fmt.Sprintf("Redis at %s db %d", opts.Addr, opts.DB), func() { client.Close() }, nil
 }
 
@@ -175,13 +176,10 @@ type limitDoc struct {
 }
 
 // newAPI builds the router: every route has its own limiter, so no two
-// routes share a counter. With a Redis store, each route also gets the same
-// limits in memory as a fallback for when Redis is unreachable.
+// routes share a counter. With a Redis store, a decision Redis cannot make
+// in time is made in memory with the same limits (the store's default
+// FailLocal), so the API stays limited, per instance, while Redis is away.
 func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handler, error) {
-	var fallbackStore algorithms.Store
-	if _, inMemory := store.(*algorithms.MemoryStore); !inMemory {
-		fallbackStore = algorithms.NewMemoryStore()
-	}
 	secret := []byte(cfg.jwtSecret)
 	// Keys are remembered by their hash only. Unknown keys are refused, so
 	// nobody can make up a key to get a fresh limit.
@@ -211,13 +209,6 @@ func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handl
 			middleware.WithLogger(logger),
 			middleware.WithPolicyName(policyName(path)),
 		}, extra...)
-		if fallbackStore != nil {
-			fallback, err := algorithms.New(fallbackStore, alg, limits...)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", method, path, err)
-			}
-			opts = append(opts, middleware.WithFallback(fallback))
-		}
 		if cost > 1 {
 			opts = append(opts, middleware.WithCost(func(*http.Request) int { return cost }))
 		}

@@ -248,8 +248,8 @@ func TestRunServesAndShutsDown(t *testing.T) {
 				}
 			}
 			if tt.name == "redis" {
-				// Redis goes away: the in-memory fallback decides, with the
-				// same limits, and the API stays up.
+				// Redis goes away: the store decides in memory, with the
+				// same limits, and the API stays up and limited.
 				redistest.Stop(t, addr)
 				resp, err := http.Get(url + "/api/search")
 				if err != nil {
