@@ -67,7 +67,7 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	}
 	ok, probe := g.breaker.Allow(now)
 	if !ok {
-		return l.fail(key, cost)
+		return l.fail(key, cost, errBreakerOpen)
 	}
 	deadline := now.Add(g.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -78,7 +78,7 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 		if probe {
 			g.breaker.CancelProbe()
 		}
-		return l.fail(key, cost)
+		return l.fail(key, cost, errSaturated)
 	}
 
 	// Wait on the context alone when its deadline is ours, else on a timer.
@@ -106,7 +106,7 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 		if ctxErr != nil {
 			return l.ended(ctx, key, cost, ctxErr)
 		}
-		return l.fail(key, cost)
+		return l.fail(key, cost, errSaturated)
 	case w.state.CompareAndSwap(waiterSent, waiterAbandoned):
 		// Sent, and Redis has not answered in time.
 		if probe {
@@ -117,7 +117,7 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 		if ctxErr != nil {
 			return l.ended(ctx, key, cost, ctxErr)
 		}
-		return l.fail(key, cost)
+		return l.fail(key, cost, errNoAnswer)
 	}
 	<-w.done // delivered meanwhile
 	return l.answered(w, key)
@@ -132,7 +132,7 @@ func (l *redisLimiter) answered(w *waiter, key string) (Result, error) {
 		l.guard.breaker.Record(l.guard.clock(), err == nil, true)
 	}
 	if err != nil {
-		return l.fail(key, cost)
+		return l.fail(key, cost, err)
 	}
 	return res, nil
 }
@@ -144,7 +144,7 @@ func (l *redisLimiter) ended(ctx context.Context, key string, cost int, err erro
 	if errors.Is(err, context.Canceled) {
 		return Result{}, fmt.Errorf("algorithms: %w", context.Cause(ctx))
 	}
-	return l.fail(key, cost)
+	return l.fail(key, cost, fmt.Errorf("%w before Redis answered", err))
 }
 
 // flush decides a batch of one key's waiters in one script call and
@@ -180,7 +180,6 @@ func (l *redisLimiter) flush(key string, batch []*waiter) {
 		g.breaker.Record(g.clock(), err == nil, false)
 	}
 	if err != nil {
-		g.logFailure(err)
 		for _, w := range live {
 			w.deliver(Result{}, err)
 		}
@@ -200,9 +199,18 @@ func (l *redisLimiter) flush(key string, batch []*waiter) {
 	}
 }
 
-// fail decides a request that Redis could not, by the store's FailureMode.
-func (l *redisLimiter) fail(key string, cost int) (Result, error) {
+// Why Redis did not decide, for the log.
+var (
+	errBreakerOpen = errors.New("algorithms: redis: breaker open")
+	errSaturated   = errors.New("algorithms: redis: too many decisions waiting in this process")
+	errNoAnswer    = errors.New("algorithms: redis: no answer within the deadline")
+)
+
+// fail decides a request that Redis could not, by the store's FailureMode,
+// and logs why (at most once a second).
+func (l *redisLimiter) fail(key string, cost int, cause error) (Result, error) {
 	g := l.guard
+	g.logFailure(cause)
 	switch g.mode {
 	case FailOpen:
 		return l.uncounted(true, DecidedFailOpen), nil
@@ -234,8 +242,8 @@ func (l *redisLimiter) uncounted(allowed bool, by Decider) Result {
 	return r
 }
 
-// logFailure logs a failed call, at most once a second per store. Redis's
-// errors carry no keys.
+// logFailure logs why Redis did not decide, at most once a second per
+// store. Redis's errors carry no keys.
 func (g *guard) logFailure(err error) {
 	now := g.clock().UnixNano()
 	last := g.lastLog.Load()

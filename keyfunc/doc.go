@@ -22,7 +22,7 @@
 //
 //	key := keyfunc.FirstOf(
 //		keyfunc.JWTSubject(verify),
-//		keyfunc.APIKey("X-API-Key"),
+//		keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(isIssuedKey)),
 //		keyfunc.IP(keyfunc.TrustProxies(netip.MustParsePrefix("10.0.0.0/8"))),
 //	)
 package keyfunc

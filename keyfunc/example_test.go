@@ -36,8 +36,13 @@ func ExampleIP_trustedProxies() {
 }
 
 // The raw key never leaves the request: the limiter sees only its hash.
+// KnownAPIKey turns a made-up key into an error, so it cannot buy a fresh
+// quota.
 func ExampleAPIKey() {
-	key := keyfunc.APIKey("X-API-Key")
+	issued := map[string]bool{keyfunc.HashAPIKey("sk_live_abc123"): true}
+	key := keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(raw string) bool {
+		return issued[keyfunc.HashAPIKey(raw)]
+	}))
 
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-API-Key", "sk_live_abc123")
@@ -47,8 +52,13 @@ func ExampleAPIKey() {
 
 	_, err := key(httptest.NewRequest("GET", "/", nil))
 	fmt.Println(errors.Is(err, keyfunc.ErrNoAPIKey))
+
+	r.Header.Set("X-API-Key", "sk_live_made_up")
+	_, err = key(r)
+	fmt.Println(errors.Is(err, keyfunc.ErrInvalidAPIKey))
 	// Output:
 	// key:e9982364fd73c3ea5cfbc3c032589e2b
+	// true
 	// true
 	// true
 }
@@ -89,7 +99,7 @@ func ExampleFirstOf() {
 	secret := []byte("an HMAC secret of at least 32 bytes")
 	key := keyfunc.FirstOf(
 		keyfunc.JWTSubject(func(*jwt.Token) (any, error) { return secret, nil }),
-		keyfunc.APIKey("X-API-Key"),
+		keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(raw string) bool { return raw == "sk_live_abc123" })),
 		keyfunc.IP(),
 	)
 

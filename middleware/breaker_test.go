@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,8 +41,8 @@ func (l *flakyLimiter) set(down bool) (calls int) {
 func TestBreaker(t *testing.T) {
 	clock := newFakeClock()
 	lim := &flakyLimiter{down: true}
-	logger, _ := newLogger()
-	h := New(lim, WithBreaker(2*time.Second), WithFailurePolicy(FailClosed), WithLogger(logger), withClock(clock.Now))(&okHandler{})
+	logger, logs := newLogger()
+	h := New(lim, WithBreaker(2*time.Second), WithLogger(logger), withClock(clock.Now))(&okHandler{})
 
 	steps := []struct {
 		name      string
@@ -51,7 +52,9 @@ func TestBreaker(t *testing.T) {
 		wantCode  int
 		wantCalls int
 	}{
-		{"the first failure opens the breaker", 0, true, 1, http.StatusServiceUnavailable, 1},
+		{"one failure does not open it", 0, true, 1, http.StatusServiceUnavailable, 1},
+		{"a success ends the run of failures", 0, false, 1, http.StatusOK, 1},
+		{"five failures in a row open it", time.Millisecond, true, 5, http.StatusServiceUnavailable, 5},
 		{"while open the limiter is not asked", time.Second, true, 5, http.StatusServiceUnavailable, 0},
 		{"when the break is over one request probes, and fails", 1500 * time.Millisecond, true, 5, http.StatusServiceUnavailable, 1},
 		{"the failed probe starts the break over", 1900 * time.Millisecond, false, 5, http.StatusServiceUnavailable, 0},
@@ -70,6 +73,11 @@ func TestBreaker(t *testing.T) {
 			t.Fatalf("%s: the limiter was asked %d times, want %d", s.name, calls, s.wantCalls)
 		}
 	}
+	// Each change of state is logged once: open, half-open, open again,
+	// half-open, closed.
+	if got := strings.Count(logs.String(), "rate limiter breaker"); got != 5 {
+		t.Errorf("%d breaker state changes logged, want 5:\n%s", got, logs)
+	}
 }
 
 func TestBreakerWithFallback(t *testing.T) {
@@ -78,27 +86,28 @@ func TestBreakerWithFallback(t *testing.T) {
 	fallback := &flakyLimiter{}
 	logger, _ := newLogger()
 	h := New(main, WithFallback(fallback), WithLogger(logger), withClock(clock.Now))(&okHandler{})
-	for range 4 {
+	for range 8 {
 		if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != http.StatusOK || rec.Header().Get("X-RateLimit-Limit") != "10" {
 			t.Fatalf("with a fallback: %d %v", rec.Code, rec.Header())
 		}
 	}
-	if m, f := main.set(true), fallback.set(false); m != 1 || f != 4 {
-		t.Fatalf("main asked %d times, fallback %d; want 1 and 4", m, f)
+	// Five failures open the breaker; then the fallback alone decides.
+	if m, f := main.set(true), fallback.set(false); m != 5 || f != 8 {
+		t.Fatalf("main asked %d times, fallback %d; want 5 and 8", m, f)
 	}
 }
 
 func TestBreakerOff(t *testing.T) {
 	lim := &flakyLimiter{down: true}
 	logger, _ := newLogger()
-	h := New(lim, WithBreaker(0), WithLogger(logger))(&okHandler{})
-	for range 4 {
+	h := New(lim, WithBreaker(0), WithFailurePolicy(FailOpen), WithLogger(logger))(&okHandler{})
+	for range 8 {
 		if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != http.StatusOK {
 			t.Fatalf("fail open: %d", rec.Code)
 		}
 	}
-	if calls := lim.set(true); calls != 4 {
-		t.Fatalf("without a breaker the limiter was asked %d times, want 4", calls)
+	if calls := lim.set(true); calls != 8 {
+		t.Fatalf("without a breaker the limiter was asked %d times, want 8", calls)
 	}
 }
 

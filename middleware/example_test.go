@@ -66,7 +66,9 @@ func Example_chi() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	key := middleware.WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key"), keyfunc.IP()))
+	// Only issued keys: a made-up key falls through to the IP.
+	issued := keyfunc.KnownAPIKey(func(raw string) bool { return raw == "k-123" })
+	key := middleware.WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key", issued), keyfunc.IP()))
 	files := func(r *http.Request) int {
 		n, err := strconv.Atoi(r.URL.Query().Get("files"))
 		if err != nil {
@@ -112,7 +114,10 @@ func ExampleWithLimiterFunc() {
 		"key:" + keyfunc.HashAPIKey("pro-key"):  pro,
 	}
 	limit := middleware.New(anonymous,
-		middleware.WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key"), keyfunc.IP())),
+		// KnownAPIKey: a made-up key is keyed by the IP, not by itself.
+		middleware.WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key",
+			keyfunc.KnownAPIKey(func(raw string) bool { return plans["key:"+keyfunc.HashAPIKey(raw)] != nil })),
+			keyfunc.IP())),
 		middleware.WithLimiterFunc(func(_ *http.Request, key string) algorithms.Limiter {
 			return plans[key] // nil, so New's limiter, for other keys and IPs
 		}),
@@ -151,4 +156,42 @@ func Example_redis() {
 		middleware.WithFailurePolicy(middleware.FailClosed), // if the fallback fails too
 	)
 	http.Handle("/api/", limit(http.NotFoundHandler()))
+}
+
+// IPv6: a client that rotates addresses inside its /64 gains nothing, and
+// one that rotates /64s inside its /48 meets the looser limit of the /48.
+// The two limits differ, so an IPv4 client, keyed alike by both, is counted
+// once by each. The outer /48 counts every request that reaches it, those
+// the /64 then refuses too.
+func Example_iPv6Prefixes() {
+	store := algorithms.NewMemoryStore()
+	perClient, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	perNetwork, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(4))
+	if err != nil {
+		log.Fatal(err)
+	}
+	by64 := middleware.New(perClient, middleware.WithPolicyName("client"),
+		middleware.WithKeyFunc(keyfunc.IP(keyfunc.IPv6Prefix(64))))
+	by48 := middleware.New(perNetwork, middleware.WithPolicyName("network"),
+		middleware.WithKeyFunc(keyfunc.IP(keyfunc.IPv6Prefix(48))))
+
+	r := chi.NewRouter()
+	r.With(by48, by64).Get("/", func(http.ResponseWriter, *http.Request) {})
+
+	send(r, http.MethodGet, "/", "[2001:db8:1:1::a]:1234")
+	send(r, http.MethodGet, "/", "[2001:db8:1:1::b]:1234") // same /64
+	send(r, http.MethodGet, "/", "[2001:db8:1:1::c]:1234") // same /64: its limit
+	send(r, http.MethodGet, "/", "[2001:db8:1:2::a]:1234") // another /64, same /48
+	send(r, http.MethodGet, "/", "[2001:db8:1:3::a]:1234") // the /48's limit
+	send(r, http.MethodGet, "/", "[2001:db8:2:1::a]:1234") // another /48
+	// Output:
+	// 200 "client";r=1;t=60
+	// 200 "client";r=0;t=60
+	// 429 "client";r=0;t=60 60
+	// 200 "client";r=1;t=60
+	// 429 "network";r=0;t=60 60
+	// 200 "client";r=1;t=60
 }

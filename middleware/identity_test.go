@@ -82,3 +82,38 @@ func TestIdentityThroughMiddleware(t *testing.T) {
 		})
 	}
 }
+
+// One request from each of 4,096 /64s of one /48, at 1 a minute per /64 and
+// 100 a minute per /48 stacked: rotating /64s buys 100 requests, not 4,096;
+// a client in another /48 is untouched.
+func TestIPv6RotationInsideA48(t *testing.T) {
+	clock := newFakeClock()
+	store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
+	per64 := New(newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(1)),
+		WithKeyFunc(keyfunc.IP(keyfunc.IPv6Prefix(64))), withClock(clock.Now))
+	per48 := New(newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(100)),
+		WithKeyFunc(keyfunc.IP(keyfunc.IPv6Prefix(48))), withClock(clock.Now))
+	next := &okHandler{}
+	h := per48(per64(next))
+
+	base := netip.MustParseAddr("2001:db8:7::").As16()
+	passed := 0
+	for i := range 4096 {
+		a := base
+		a[6], a[7] = byte(i>>8), byte(i) // the /64 inside the /48
+		a[15] = byte(i) | 1              // and some host inside it
+		if rec := from(h, "/", netip.AddrPortFrom(netip.AddrFrom16(a), 4000).String()); rec.Code == http.StatusOK {
+			passed++
+		}
+	}
+	if passed != 100 || next.count() != 100 {
+		t.Fatalf("%d of 4096 /64s passed (handler ran %d times), want 100", passed, next.count())
+	}
+	if rec := from(h, "/", "[2001:db8:8::1]:4000"); rec.Code != http.StatusOK {
+		t.Fatalf("a client in another /48: status %d", rec.Code)
+	}
+	clock.Advance(2 * time.Minute)
+	if rec := from(h, "/", "[2001:db8:7:1::1]:4000"); rec.Code != http.StatusOK {
+		t.Fatalf("after the window: status %d", rec.Code)
+	}
+}

@@ -367,42 +367,45 @@ func TestRedisExactCount(t *testing.T) {
 }
 
 func TestRedisDown(t *testing.T) {
+	// The store decides what Redis cannot, by its failure mode; the
+	// middleware answers by the Result's Decider.
 	const timeout = 100 * time.Millisecond
 	tests := []struct {
-		name   string
-		opts   []Option
-		status int
-		// headers reports whether the answer carries rate-limit headers: only
-		// a decision by the fallback does.
+		name  string
+		mode  algorithms.FailureMode
+		codes []int // of the requests after Redis stops
+		// headers reports whether the answers carry rate-limit headers: a
+		// local decision does, an uncounted one does not.
 		headers bool
 	}{
-		{"fail open", nil, http.StatusOK, false},
-		{"fail closed", []Option{WithFailurePolicy(FailClosed)}, http.StatusServiceUnavailable, false},
-		{"fallback", []Option{WithFailurePolicy(FailClosed),
-			WithFallback(newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(10)))},
-			http.StatusOK, true},
+		// The local twin starts afresh: the documented local quota of 3,
+		// then denials.
+		{"local by default", algorithms.FailLocal, []int{200, 200, 200, 429, 429}, true},
+		{"fail open", algorithms.FailOpen, []int{200, 200, 200, 200, 200}, false},
+		{"fail closed", algorithms.FailClosed, []int{503, 503, 503, 503, 503}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			logger, logs := newLogger()
-			lim := redisLimiter(t, srv.Addr, algorithms.TokenBucket, algorithms.PerMinute(10))
-			opts := append([]Option{WithTimeout(timeout), WithLogger(logger)}, tt.opts...)
-			h := New(lim, opts...)(&okHandler{})
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			t.Cleanup(func() { _ = client.Close() })
+			store := algorithms.NewRedisStore(client, algorithms.WithFailureMode(tt.mode), algorithms.WithLogger(logger))
+			lim := newLimiter(t, store, algorithms.TokenBucket, algorithms.PerMinute(3))
+			h := New(lim, WithTimeout(timeout), WithLogger(logger))(&okHandler{})
 
-			if rec := from(h, "/", "203.0.113.6:1"); rec.Code != http.StatusOK || rec.Header().Get("X-RateLimit-Limit") != "10" {
+			if rec := from(h, "/", "203.0.113.6:1"); rec.Code != http.StatusOK || rec.Header().Get("X-RateLimit-Limit") != "3" {
 				t.Fatalf("with Redis up: %d %v", rec.Code, rec.Header())
 			}
 			srv.Stop()
-			for i := range 3 { // a pooled connection first, then fresh dials
+			for i, want := range tt.codes { // a pooled connection first, then fresh dials
 				start := time.Now()
 				rec := from(h, "/", "203.0.113.6:1")
-				took := time.Since(start)
-				if took > timeout+500*time.Millisecond {
+				if took := time.Since(start); took > timeout+500*time.Millisecond {
 					t.Errorf("request %d decided after %s, timeout %s", i, took, timeout)
 				}
-				if rec.Code != tt.status {
-					t.Fatalf("request %d: status %d, want %d; body %s", i, rec.Code, tt.status, rec.Body)
+				if rec.Code != want {
+					t.Fatalf("request %d: status %d, want %d; body %s", i, rec.Code, want, rec.Body)
 				}
 				if got := rec.Header().Get("X-RateLimit-Limit") != ""; got != tt.headers {
 					t.Errorf("request %d: rate-limit headers %v, want %v", i, got, tt.headers)
@@ -411,7 +414,7 @@ func TestRedisDown(t *testing.T) {
 					t.Errorf("body leaks the Redis error: %s", rec.Body)
 				}
 			}
-			if !strings.Contains(logs.String(), "rate limiter failed") || strings.Contains(logs.String(), "203.0.113.6") {
+			if !strings.Contains(logs.String(), "Redis could not decide") || strings.Contains(logs.String(), "203.0.113.6") {
 				t.Errorf("log lacks the failure or holds the client address: %q", logs)
 			}
 		})
@@ -420,7 +423,8 @@ func TestRedisDown(t *testing.T) {
 
 func TestRedisHung(t *testing.T) {
 	// A server that accepts connections and never answers: only the
-	// decision's deadline ends the wait.
+	// decision's deadline ends the wait, whatever the client's settings (a
+	// default client would wait out its 3 s read timeout and retry).
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -446,21 +450,27 @@ func TestRedisHung(t *testing.T) {
 	}()
 
 	const timeout = 100 * time.Millisecond
-	for _, policy := range []FailurePolicy{FailOpen, FailClosed} {
+	for _, tt := range []struct {
+		mode algorithms.FailureMode
+		want int
+	}{
+		{algorithms.FailLocal, http.StatusOK},
+		{algorithms.FailOpen, http.StatusOK},
+		{algorithms.FailClosed, http.StatusServiceUnavailable},
+	} {
 		logger, _ := newLogger()
-		lim := redisLimiter(t, ln.Addr().String(), algorithms.FixedWindow, algorithms.PerMinute(10))
-		h := New(lim, WithTimeout(timeout), WithFailurePolicy(policy), WithLogger(logger))(&okHandler{})
+		client := redis.NewClient(&redis.Options{Addr: ln.Addr().String()})
+		t.Cleanup(func() { _ = client.Close() })
+		store := algorithms.NewRedisStore(client, algorithms.WithFailureMode(tt.mode), algorithms.WithLogger(logger))
+		lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(10))
+		h := New(lim, WithTimeout(timeout), WithLogger(logger))(&okHandler{})
 		start := time.Now()
 		rec := from(h, "/", "203.0.113.7:1")
 		if took := time.Since(start); took < timeout || took > timeout+500*time.Millisecond {
-			t.Errorf("%s: decided after %s, timeout %s", policy, took, timeout)
+			t.Errorf("%s: decided after %s, timeout %s", tt.mode, took, timeout)
 		}
-		want := http.StatusOK
-		if policy == FailClosed {
-			want = http.StatusServiceUnavailable
-		}
-		if rec.Code != want {
-			t.Errorf("%s: status %d, want %d", policy, rec.Code, want)
+		if rec.Code != tt.want {
+			t.Errorf("%s: status %d, want %d", tt.mode, rec.Code, tt.want)
 		}
 	}
 }
@@ -469,11 +479,11 @@ func TestRedisAPIKeyNeverStored(t *testing.T) {
 	const raw = "sk_live_5f1d3c9a7b2e4d6f8a0c"
 	srv := redistest.StartServer(t)
 	logger, logs := newLogger()
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = client.Close() })
 	var hs []http.Handler
 	for _, alg := range algorithms.Algorithms {
-		lim := newLimiter(t, algorithms.NewRedisStore(client), alg, algorithms.PerMinute(3))
+		lim := newLimiter(t, algorithms.NewRedisStore(client, algorithms.WithLogger(logger)), alg, algorithms.PerMinute(3))
 		hs = append(hs, New(lim, WithKeyFunc(keyfunc.APIKey("X-API-Key")), WithLogger(logger))(&okHandler{}))
 	}
 	var responses []string
@@ -505,15 +515,17 @@ func TestRedisAPIKeyNeverStored(t *testing.T) {
 		}
 	}
 
-	// With Redis gone, the failure is logged: still without the key.
+	// With Redis gone, the failure is logged: still without the key. (A key
+	// Redis has not denied yet: a denial would be answered from the cache.)
+	const raw2 = "sk_live_9e8d7c6b5a4f3e2d1c0b"
 	srv.Stop()
-	rec := from(hs[0], "/", "203.0.113.8:1", "X-API-Key", raw)
+	rec := from(hs[0], "/", "203.0.113.8:1", "X-API-Key", raw2)
 	responses = append(responses, fmt.Sprint(rec.Header()), rec.Body.String())
-	if !strings.Contains(logs.String(), "rate limiter failed") {
+	if !strings.Contains(logs.String(), "Redis could not decide") {
 		t.Errorf("no failure logged: %q", logs)
 	}
 	for _, s := range append(responses, logs.String()) {
-		if strings.Contains(s, raw) || strings.Contains(s, hash) {
+		if strings.Contains(s, raw) || strings.Contains(s, hash) || strings.Contains(s, raw2) || strings.Contains(s, keyfunc.HashAPIKey(raw2)) {
 			t.Errorf("the API key or its hash leaked: %q", s)
 		}
 	}

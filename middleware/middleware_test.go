@@ -349,7 +349,8 @@ func TestLimiterFailure(t *testing.T) {
 		retryAfter string
 		passed     bool
 	}{
-		{"fail open by default", nil, http.StatusOK, "", true},
+		{"fail closed by default", nil, http.StatusServiceUnavailable, "1", false},
+		{"fail open", []Option{WithFailurePolicy(FailOpen)}, http.StatusOK, "", true},
 		{"fail closed", []Option{WithFailurePolicy(FailClosed)}, http.StatusServiceUnavailable, "1", false},
 		{"fail closed, longer Retry-After", []Option{WithFailurePolicy(FailClosed), WithUnavailableRetryAfter(2500 * time.Millisecond)},
 			http.StatusServiceUnavailable, "3", false},

@@ -1,0 +1,49 @@
+package middleware
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+// credentialNamespace prefixes the keys failed credentials are charged
+// under, so they never share a counter with the same client's requests.
+const credentialNamespace = "authfail|"
+
+// isCredentialError reports whether the key function failed for want of a
+// valid credential: a missing, unknown or invalid API key or token.
+func isCredentialError(err error) bool {
+	return errors.Is(err, keyfunc.ErrNoAPIKey) || errors.Is(err, keyfunc.ErrInvalidAPIKey) ||
+		errors.Is(err, keyfunc.ErrNoToken) || errors.Is(err, keyfunc.ErrInvalidToken)
+}
+
+// credentialFailed answers a request whose key function failed. A
+// credential failure is first charged to the client under the route's
+// limiter: once that quota is spent the answer is 429, so credentials
+// cannot be guessed faster than the limit. Anything else, or a failure
+// that cannot be charged (no client key, the limiter failing), gets the
+// key error handler's answer, which refuses the request all the same.
+func (c *config) credentialFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if !c.countCredentialFailures || !isCredentialError(err) {
+		c.keyError(w, r, err)
+		return
+	}
+	client, kerr := c.credentialKey(r)
+	if kerr != nil || client == "" {
+		c.keyError(w, r, err)
+		return
+	}
+	key := credentialNamespace + client
+	if c.routeScope {
+		key = scoped(r, key)
+	}
+	d, res, derr := c.decideGuarded(r.Context(), c.limiter, key, 1)
+	if derr != nil || res.Allowed || res.Decider == algorithms.DecidedFailClosed {
+		c.keyError(w, r, err)
+		return
+	}
+	c.setHeaders(w.Header(), res, &d.vals, c.mainPolicies)
+	c.writeDenied(w, r, res, c.mainPolicies)
+}

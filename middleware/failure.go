@@ -1,0 +1,102 @@
+package middleware
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/breaker"
+)
+
+// refusal returns the answer to a request that the limiter refused for its
+// key or cost, which no other limiter would accept either, or nil when err
+// is the limiter failing.
+func (c *config) refusal(err error) *problem {
+	switch {
+	case errors.Is(err, algorithms.ErrCostExceedsLimit):
+		return &c.costTooLarge
+	case errors.Is(err, algorithms.ErrInvalidCost):
+		return &c.badCost
+	case errors.Is(err, algorithms.ErrInvalidKey):
+		return &c.badKey
+	}
+	return nil
+}
+
+// limiterFailed reports whether err is the limiter failing, rather than
+// refusing the key or cost or the request's own context ending.
+func (c *config) limiterFailed(ctx context.Context, err error) bool {
+	return err != nil && c.refusal(err) == nil && ctx.Err() == nil
+}
+
+// errBroken stands for the limiter's answer while the breaker is open.
+var errBroken = errors.New("middleware: limiter skipped while it keeps failing")
+
+// decideGuarded is decide behind the breaker: while it is open the limiter
+// is not asked and errBroken is the answer. Refusals and requests whose
+// client went away are no evidence either way.
+func (c *config) decideGuarded(ctx context.Context, l algorithms.Limiter, key string, cost int) (*decision, algorithms.Result, error) {
+	if c.breaker == nil {
+		return c.decide(ctx, l, key, cost)
+	}
+	ok, probe := c.breaker.Allow(c.now())
+	if !ok {
+		return nil, algorithms.Result{}, errBroken
+	}
+	d, res, err := c.decide(ctx, l, key, cost)
+	switch {
+	case err == nil, c.limiterFailed(ctx, err):
+		c.breaker.Record(c.now(), err == nil, probe)
+	case probe:
+		c.breaker.CancelProbe()
+	}
+	return d, res, err
+}
+
+// logBreaker logs each change of the breaker's state, once.
+func (c *config) logBreaker(from, to breaker.State, reason string) {
+	level := slog.LevelWarn
+	if to == breaker.Closed {
+		level = slog.LevelInfo
+	}
+	c.logger.LogAttrs(context.Background(), level, "rate limiter breaker "+to.String(),
+		slog.String("from", from.String()), slog.String("reason", reason),
+		slog.String("failure_policy", c.policy.String()))
+}
+
+// logGate lets at most one failure a second through to the log, so that a
+// store outage under load cannot flood it.
+type logGate struct {
+	last       atomic.Int64 // Unix nanoseconds of the last record written
+	suppressed atomic.Int64 // failures not logged since then
+}
+
+// logFailure logs a limiter failure with a hash of the key, never the key:
+// keys hold client addresses and credentials' digests.
+func (c *config) logFailure(err error, key, policy string) {
+	now := c.now().UnixNano()
+	last := c.logGate.last.Load()
+	if last != 0 && now-last < int64(time.Second) || !c.logGate.last.CompareAndSwap(last, now) {
+		c.logGate.suppressed.Add(1)
+		return
+	}
+	attrs := make([]slog.Attr, 0, 4)
+	attrs = append(attrs, slog.String("failure_policy", policy))
+	if key != "" {
+		// Keyed with a secret of this process: log lines about one client
+		// can be matched, but an IP cannot be recovered by hashing all 2^32.
+		mac := hmac.New(sha256.New, c.logSecret[:])
+		mac.Write([]byte(key))
+		attrs = append(attrs, slog.String("key_hash", hex.EncodeToString(mac.Sum(nil)[:6])))
+	}
+	attrs = append(attrs,
+		slog.Int64("suppressed", c.logGate.suppressed.Swap(0)),
+		slog.Any("error", err))
+	c.logger.LogAttrs(context.Background(), slog.LevelError, "rate limiter failed", attrs...)
+}

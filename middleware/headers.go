@@ -1,0 +1,193 @@
+package middleware
+
+import (
+	"net/http"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// Canonical header names, as http.Header stores them, so the hot path can
+// assign to the map directly.
+const (
+	hdrLimit        = "X-Ratelimit-Limit"
+	hdrRemaining    = "X-Ratelimit-Remaining"
+	hdrReset        = "X-Ratelimit-Reset"
+	hdrPolicy       = "Ratelimit-Policy"
+	hdrRateLimit    = "Ratelimit"
+	hdrRetryAfter   = "Retry-After"
+	hdrCacheControl = "Cache-Control"
+	hdrContentType  = "Content-Type"
+	hdrAuthenticate = "Www-Authenticate"
+)
+
+// setHeaders sets the rate-limit headers for res, and Retry-After when it
+// is a denial. All values are cut from one string and the slices that hold
+// them from vals, so the headers cost one allocation however many there are.
+func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]string, ps *policySet) {
+	var buf [320]byte // enough for every header with the longest policy name
+	var ends [6]int
+	var names [6]string
+	n := 0
+	b := buf[:0]
+	end := func(name string) { names[n], ends[n], n = name, len(b), n+1 }
+
+	limit := max(res.Limit, 0)
+	remaining := max(res.Remaining, 0)
+	// t is when the quota is whole again; on a denial, when this request
+	// could pass, so that Retry-After, which must win, never points earlier.
+	var retry int64
+	reset := ceilSeconds(res.ResetAfter, 0)
+	t := reset
+	if !res.Allowed {
+		retry = ceilSeconds(res.RetryAfter, 1)
+		t = retry
+	}
+
+	if c.legacy {
+		b = strconv.AppendInt(b, int64(limit), 10)
+		end(hdrLimit)
+		b = strconv.AppendInt(b, int64(remaining), 10)
+		end(hdrRemaining)
+		if c.resetMode == ResetEpoch {
+			b = strconv.AppendInt(b, ceilUnix(c.now().Add(max(res.ResetAfter, 0))), 10)
+		} else {
+			b = strconv.AppendInt(b, reset, 10)
+		}
+		end(hdrReset)
+	}
+	if c.ietf {
+		name := c.sfName
+		if ps != nil && res.Index >= 0 && res.Index < len(ps.names) {
+			// Every policy of the limiter, fixed when it was described; the
+			// RateLimit item below names the one that binds.
+			h[hdrPolicy] = ps.header
+			name = ps.names[res.Index]
+		} else {
+			b = append(b, c.sfName...)
+			b = append(b, ";q="...)
+			b = strconv.AppendInt(b, int64(limit), 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, ceilSeconds(res.Period, 1), 10)
+			end(hdrPolicy)
+		}
+		b = append(b, name...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, int64(remaining), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, t, 10)
+		end(hdrRateLimit)
+	}
+	if !res.Allowed {
+		b = strconv.AppendInt(b, retry, 10)
+		end(hdrRetryAfter)
+		h[hdrCacheControl] = noStore
+	}
+
+	s := string(b)
+	start := 0
+	for i := range n {
+		vals[i] = s[start:ends[i]]
+		start = ends[i]
+		// Three-index slices: a later Add must copy, not write into the next.
+		h[names[i]] = vals[i : i+1 : i+1]
+	}
+}
+
+// policySet is how the limits of one limiter appear in responses: every
+// policy in RateLimit-Policy, each under its own name, and a 429 body that
+// names the violated one.
+type policySet struct {
+	header  []string  // the RateLimit-Policy value, ready to assign
+	names   [][]byte  // policy i's name as an sf-string
+	tooMany []problem // the 429 for a denial bound by policy i
+}
+
+// newPolicySet describes l's limits, or returns nil when l does not
+// describe them (a limiter not made by algorithms.New): the headers then
+// carry the binding limit alone, under the policy name. One limit keeps the
+// policy name; several are named after it with their window in seconds,
+// such as "search-1s" and "search-3600s".
+func (c *config) newPolicySet(l algorithms.Limiter) *policySet {
+	d, ok := l.(algorithms.Describer)
+	if !ok {
+		return nil
+	}
+	policies := d.Policies()
+	if len(policies) == 0 {
+		return nil
+	}
+	ps := &policySet{}
+	var header []byte
+	seen := map[string]bool{}
+	for i, p := range policies {
+		w := ceilSeconds(p.Window, 1)
+		name := c.policyName
+		if len(policies) > 1 {
+			name = c.policyName + "-" + strconv.FormatInt(w, 10) + "s"
+			if seen[name] {
+				name += "-" + strconv.Itoa(i+1)
+			}
+		}
+		seen[name] = true
+		sf, err := sfString(name)
+		if err != nil {
+			// The suffix made the name too long: announce the binding
+			// limit alone, under the policy name.
+			return nil
+		}
+		if i > 0 {
+			header = append(header, ", "...)
+		}
+		header = append(header, sf...)
+		header = append(header, ";q="...)
+		header = strconv.AppendInt(header, int64(p.Quota), 10)
+		header = append(header, ";w="...)
+		header = strconv.AppendInt(header, w, 10)
+		ps.names = append(ps.names, sf)
+		ps.tooMany = append(ps.tooMany, newTooMany(name))
+	}
+	ps.header = []string{string(header)}
+	return ps
+}
+
+// policiesOf returns the policy set of a limiter WithLimiterFunc picked,
+// describing each limiter once. Only limiters held by pointer are cached
+// (others may not even be usable as map keys), and at most
+// maxCachedPolicySets of them, in case a limiter is made per request.
+func (c *config) policiesOf(l algorithms.Limiter) *policySet {
+	if reflect.TypeOf(l).Kind() != reflect.Pointer {
+		return c.newPolicySet(l)
+	}
+	if ps, ok := c.policyCache.Load(l); ok {
+		return ps.(*policySet)
+	}
+	ps := c.newPolicySet(l)
+	if c.policyCached.Add(1) <= maxCachedPolicySets {
+		c.policyCache.Store(l, ps)
+	}
+	return ps
+}
+
+// maxCachedPolicySets bounds policiesOf's cache.
+const maxCachedPolicySets = 1024
+
+// ceilSeconds returns d in whole seconds, rounded up, and at least least.
+func ceilSeconds(d time.Duration, least int64) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return max(s, least)
+}
+
+// ceilUnix returns t as a Unix time in seconds, rounded up.
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
