@@ -5,6 +5,7 @@
 #   make lint                 gofmt, go vet, staticcheck
 #   make run [ARGS="..."]     run the example server
 #   make fuzz [FUZZTIME=30s] [PKG=./...]  run every fuzz target in turn
+#   make loadtest [ARGS="..."] flood 3 example instances sharing one redis-server (about a minute)
 
 SHELL := /bin/bash
 
@@ -18,7 +19,7 @@ ARGS     ?=
 # so the library's users never inherit it as a dependency.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@latest
 
-.PHONY: test bench lint run fuzz
+.PHONY: test bench lint run fuzz loadtest
 
 # The real-Redis tests need redis-server; the script installs it where it
 # can and explains where it cannot.
@@ -60,3 +61,12 @@ fuzz:
 		echo "== fuzzing $$target in $$pkg for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
 	done <<< "$$targets"
+
+# Builds the example, starts its own redis-server and 3 instances on free
+# loopback ports, runs a one-key flood and a 10,000-client spread against
+# them and fails if a request fails or a client gets more than its limit;
+# everything it starts is stopped at the end. Needs redis-server on PATH and
+# Linux (each client has its own 127.x.y.z source address). Flags, e.g.
+# ARGS="-duration 10s -workers 64": go run ./loadtest -h.
+loadtest:
+	$(GO) run ./loadtest -go $(GO) $(ARGS)
