@@ -49,7 +49,7 @@ const (
 type waiter struct {
 	cost     int
 	deadline time.Time
-	probe    bool // the breaker's probe: it reports its own outcome
+	probe    bool // the breaker's probe: its call's outcome closes or opens the breaker
 	state    atomic.Int32
 	call     *call // set before the waiter is sent
 	res      Result
@@ -57,11 +57,9 @@ type waiter struct {
 	done     chan struct{} // receives once the answer is delivered
 }
 
-// call is one script call's shared state: its outcome goes to the breaker
-// once, from whichever comes first, the call's end or a waiter giving up on
-// it.
+// call is what the waiters of one script call share.
 type call struct {
-	reported atomic.Bool
+	probe bool // it carries the breaker's probe
 }
 
 // minRoundTrip is the least time before its deadline for a waiter to be
@@ -160,6 +158,7 @@ func (b *batcher) take(q *keyQueue, now time.Time) []*waiter {
 		w.call = c
 		if w.state.CompareAndSwap(waiterQueued, waiterSent) {
 			sent = append(sent, w)
+			c.probe = c.probe || w.probe
 		}
 	}
 	return sent

@@ -108,12 +108,8 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 		}
 		return l.fail(key, cost, errSaturated)
 	case w.state.CompareAndSwap(waiterSent, waiterAbandoned):
-		// Sent, and Redis has not answered in time.
-		if probe {
-			g.breaker.Record(g.clock(), false, true)
-		} else if w.call.reported.CompareAndSwap(false, true) {
-			g.breaker.Record(g.clock(), false, false)
-		}
+		// Sent, and Redis has not answered in time. The call goes on, and
+		// its outcome, not this wait, tells the breaker of Redis's health.
 		if ctxErr != nil {
 			return l.ended(ctx, key, cost, ctxErr)
 		}
@@ -126,11 +122,8 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 // answered returns a delivered waiter's answer, or the failure mode's when
 // the call failed, and recycles the waiter.
 func (l *redisLimiter) answered(w *waiter, key string) (Result, error) {
-	res, err, cost, probe := w.res, w.err, w.cost, w.probe
+	res, err, cost := w.res, w.err, w.cost
 	waiters.Put(w)
-	if probe {
-		l.guard.breaker.Record(l.guard.clock(), err == nil, true)
-	}
 	if err != nil {
 		return l.fail(key, cost, err)
 	}
@@ -153,6 +146,7 @@ func (l *redisLimiter) ended(ctx context.Context, key string, cost int, err erro
 func (l *redisLimiter) flush(key string, batch []*waiter) {
 	g := l.guard
 	sent := g.clock()
+	probe := batch[0].call.probe // all of the batch share one call
 	live := batch[:0]
 	deadline := sent
 	for _, w := range batch {
@@ -166,19 +160,23 @@ func (l *redisLimiter) flush(key string, batch []*waiter) {
 		}
 	}
 	if len(live) == 0 {
+		if probe {
+			g.breaker.CancelProbe()
+		}
 		return
 	}
 	costs := make([]int, len(live))
 	for i, w := range live {
 		costs[i] = w.cost
 	}
-	c := live[0].call
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	// The call may outlive its waiters' deadline: they are then decided
+	// locally, but the call goes on, so that a connection is not torn down
+	// for a late reply and the breaker hears of Redis's health, not of this
+	// process's pace. A call that cannot end by callTimeout has failed.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(g.callTimeout()))
 	results, err := l.decide(ctx, key, costs)
 	cancel()
-	if c.reported.CompareAndSwap(false, true) {
-		g.breaker.Record(g.clock(), err == nil, false)
-	}
+	g.breaker.Record(g.clock(), err == nil, probe)
 	if err != nil {
 		for _, w := range live {
 			w.deliver(Result{}, err)
@@ -240,6 +238,12 @@ func (l *redisLimiter) uncounted(allowed bool, by Decider) Result {
 		r.ResetAfter = time.Second
 	}
 	return r
+}
+
+// callTimeout is how long a script call may run past its waiters'
+// deadline before it counts as failed.
+func (g *guard) callTimeout() time.Duration {
+	return max(10*g.timeout, time.Second)
 }
 
 // logFailure logs why Redis did not decide, at most once a second per

@@ -55,6 +55,7 @@ type config struct {
 	apiKeys   string
 	proKeys   string
 	mintToken string
+	instances int
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -67,8 +68,14 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.apiKeys, "api-keys", envOr("API_KEYS", "free-demo-key"), "comma-separated API keys on the free plan (default $API_KEYS)")
 	fs.StringVar(&c.proKeys, "pro-keys", envOr("PRO_KEYS", "pro-demo-key"), "comma-separated API keys on the pro plan (default $PRO_KEYS)")
 	fs.StringVar(&c.mintToken, "mint-token", "", "print an HS256 demo token for this subject, valid one hour, and exit")
-	err := fs.Parse(args)
-	return c, err
+	fs.IntVar(&c.instances, "instances", 1, "how many instances share the Redis limits: each enforces 1/n of them while Redis cannot decide")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.instances < 1 {
+		return c, fmt.Errorf("-instances %d: must be at least 1", c.instances)
+	}
+	return c, nil
 }
 
 func envOr(name, fallback string) string {
@@ -93,7 +100,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	logger := slog.New(slog.NewTextHandler(out, nil))
-	store, describe, closeStore, err := openStore(cfg.redisURL, logger)
+	store, describe, closeStore, err := openStore(cfg.redisURL, cfg.instances, logger)
 	if err != nil {
 		return err
 	}
@@ -130,7 +137,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // openStore returns the Redis store when url is set, else the memory store,
 // with a description that names no password.
-func openStore(url string, logger *slog.Logger) (algorithms.Store, string, func(), error) {
+func openStore(url string, instances int, logger *slog.Logger) (algorithms.Store, string, func(), error) {
 	if url == "" {
 		return algorithms.NewMemoryStore(), "memory (this process only)", func() {}, nil
 	}
@@ -143,7 +150,7 @@ func openStore(url string, logger *slog.Logger) (algorithms.Store, string, func(
 	opts.MaxRetries = -1
 	client := redis.NewClient(opts)
 	store := algorithms.NewRedisStore(client, algorithms.WithPrefix("redlimit-example"),
-		algorithms.WithLogger(logger))
+		algorithms.WithInstances(instances), algorithms.WithLogger(logger))
 	return store,
 		fmt.Sprintf("Redis at %s db %d", opts.Addr, opts.DB), func() { client.Close() }, nil
 }

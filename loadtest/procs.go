@@ -245,7 +245,7 @@ func (c *cluster) startInstances(ctx context.Context, bin string, n int) error {
 	for i, port := range ports {
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		p, err := startProc(fmt.Sprintf("example instance %d", i), filepath.Join(c.dir, fmt.Sprintf("example-%d.log", i)),
-			bin, "-addr", addr, "-redis", redisURL)
+			bin, "-addr", addr, "-redis", redisURL, "-instances", strconv.Itoa(n))
 		if err != nil {
 			return err
 		}
