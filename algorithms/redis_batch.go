@@ -37,12 +37,16 @@ type keyQueue struct {
 
 // Waiter states. A waiter moves from queued to sent when its flusher takes
 // it, and to done when its answer is delivered; it moves to abandoned when
-// its deadline passes first, and is then decided by the failure mode.
+// its deadline passes first, and is then decided by the failure mode. A
+// queued waiter that was then admitted locally becomes a charge: it keeps
+// its place in the queue and is sent all the same, so that Redis counts
+// what this process admitted (its answer is not read).
 const (
 	waiterQueued int32 = iota
 	waiterSent
 	waiterDone
 	waiterAbandoned
+	waiterCharge
 )
 
 // waiter is one decision waiting for Redis.
@@ -152,6 +156,11 @@ func (b *batcher) take(q *keyQueue, now time.Time) []*waiter {
 	c := &call{}
 	sent := batch[:0]
 	for _, w := range batch {
+		if w.state.Load() == waiterCharge {
+			w.call = c
+			sent = append(sent, w)
+			continue
+		}
 		if w.deadline.Sub(now) < minRoundTrip {
 			continue
 		}

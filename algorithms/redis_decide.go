@@ -103,10 +103,22 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 		if probe {
 			g.breaker.CancelProbe()
 		}
+		var res Result
+		var err error
 		if ctxErr != nil {
-			return l.ended(ctx, key, cost, ctxErr)
+			res, err = l.ended(ctx, key, cost, ctxErr)
+		} else {
+			res, err = l.fail(key, cost, errSaturated)
 		}
-		return l.fail(key, cost, errSaturated)
+		if err == nil && res.Allowed && res.Decider == DecidedLocally {
+			// Admitted before its turn in Redis came: it keeps its place
+			// in line and is charged there, so that the shared count holds
+			// it and requests queued behind it are not admitted in its
+			// stead.
+			w.probe = false
+			w.state.Store(waiterCharge)
+		}
+		return res, err
 	case w.state.CompareAndSwap(waiterSent, waiterAbandoned):
 		// Sent, and Redis has not answered in time. The call goes on, and
 		// its outcome, not this wait, tells the breaker of Redis's health.
