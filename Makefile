@@ -1,6 +1,6 @@
 # Developer and CI entry points for redlimit.
 #
-#   make test                 install redis-server if possible, then run all tests with -race
+#   make test                 install redis-server, redis-sentinel and wrk if possible, then run all tests with -race
 #   make bench [BENCH=re] [COUNT=n] [PKG=./algorithms/...]
 #   make lint                 gofmt, go vet, staticcheck
 #   make run [ARGS="..."]     run the example server
@@ -21,7 +21,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@latest
 
 .PHONY: test bench lint run fuzz loadtest
 
-# The real-Redis tests need redis-server; the script installs it where it
+# The real-Redis tests need redis-server and redis-sentinel; the script installs them where it
 # can and explains where it cannot.
 test:
 	bash .ci/install-redis.sh

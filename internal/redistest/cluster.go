@@ -52,18 +52,27 @@ func Cluster(t testing.TB) []string {
 // a node mid-test with Server.Stop.
 func StartCluster(t testing.TB) []*Server {
 	t.Helper()
+	return startCluster(t, clusterNodes, 0, nil)
+}
+
+// startCluster starts masters masters with replicas replicas each, the
+// nodes configured with extra, and waits until every node sees a healthy
+// cluster.
+func startCluster(t testing.TB, masters, replicas int, extra []string) []*Server {
+	t.Helper()
 	requireBinaries(t, "redis-server", "redis-cli")
 
 	began := time.Now()
-	nodes := make([]*Server, clusterNodes)
-	addrs := make([]string, clusterNodes)
+	n := masters * (1 + replicas)
+	nodes := make([]*Server, n)
+	addrs := make([]string, n)
 	for i := range nodes {
 		// Each node gets its own temporary folder, so each keeps its own
 		// nodes.conf.
-		nodes[i] = start(t, pickClusterPort, []string{
+		nodes[i] = start(t, pickClusterPort, append([]string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
-		})
+		}, extra...))
 		addrs[i] = nodes[i].Addr
 	}
 
@@ -71,14 +80,14 @@ func StartCluster(t testing.TB) []*Server {
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create failed: %v\n%s%s", err, out, nodeLogs(nodes))
 	}
 
 	created := time.Now()
-	if err := waitClusterReady(addrs); err != nil {
+	if err := waitClusterReady(addrs, masters); err != nil {
 		t.Fatalf("redistest: cluster not ready: %v\nredis-cli output:\n%s%s", err, out, nodeLogs(nodes))
 	}
 	// The phases' times show where a slow start went, on a loaded machine.
@@ -92,14 +101,14 @@ func StartCluster(t testing.TB) []*Server {
 // healthy cluster of all the nodes, or clusterReadyTimeout passes. Checking
 // each node matters: redis-cli returns once the configuration has spread,
 // but a node can still report cluster_state:fail for a moment after.
-func waitClusterReady(addrs []string) error {
+func waitClusterReady(addrs []string, masters int) error {
 	deadline := time.Now().Add(clusterReadyTimeout)
 	want := map[string]string{
 		"cluster_state":          "ok",
 		"cluster_slots_assigned": "16384",
 		"cluster_slots_ok":       "16384",
 		"cluster_known_nodes":    strconv.Itoa(len(addrs)),
-		"cluster_size":           strconv.Itoa(len(addrs)),
+		"cluster_size":           strconv.Itoa(masters),
 	}
 	for {
 		problem := clusterProblem(addrs, want)

@@ -74,6 +74,7 @@ type Server struct {
 	Dir string
 
 	t       testing.TB
+	args    []string // redis-server's arguments, for Restart
 	cmd     *exec.Cmd
 	logPath string
 	exited  chan struct{} // closed once the process has been reaped
@@ -129,6 +130,7 @@ func Stop(t testing.TB, addr string) {
 // again, or concurrently, is safe and does nothing more.
 func (s *Server) Stop() {
 	s.once.Do(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT) // in case Freeze stopped it
 		_ = s.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-s.exited:
@@ -217,13 +219,15 @@ func launch(t testing.TB, port int, extra []string) (*Server, error) {
 		Addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		Dir:     dir,
 		t:       t,
+		args:    args,
 		cmd:     cmd,
 		logPath: logPath,
 		exited:  make(chan struct{}),
 	}
+	exited := s.exited
 	go func() {
 		_ = cmd.Wait()
-		close(s.exited)
+		close(exited)
 	}()
 
 	if err := s.waitReady(); err != nil {

@@ -36,7 +36,11 @@ func command(addr string, timeout time.Duration, args ...string) (string, error)
 		return "", err
 	}
 
-	r := bufio.NewReader(conn)
+	return readReply(bufio.NewReader(conn))
+}
+
+// readReply reads one reply. An array's elements are joined by newlines.
+func readReply(r *bufio.Reader) (string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
 		return "", err
@@ -63,6 +67,21 @@ func command(addr string, timeout time.Duration, args ...string) (string, error)
 			return "", err
 		}
 		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(rest)
+		if err != nil {
+			return "", fmt.Errorf("bad array length %q", rest)
+		}
+		if n < 0 {
+			return "", errors.New("nil reply")
+		}
+		parts := make([]string, n)
+		for i := range parts {
+			if parts[i], err = readReply(r); err != nil {
+				return "", err
+			}
+		}
+		return strings.Join(parts, "\n"), nil
 	default:
 		return "", fmt.Errorf("unexpected reply %q", line)
 	}
