@@ -23,6 +23,13 @@ type guard struct {
 	batcher *batcher
 	denials *denials
 	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
+
+	// reload asks a Cluster client to load the slot map again, at most once
+	// a second (lastReload), after a failed call: after a failover the
+	// client otherwise keeps sending to the lost master for up to ten
+	// seconds. Nil for other clients.
+	reload     func()
+	lastReload atomic.Int64
 }
 
 func newGuard(cfg storeConfig, pool int) *guard {
@@ -190,6 +197,7 @@ func (l *redisLimiter) flush(key string, batch []*waiter) {
 	cancel()
 	g.breaker.Record(g.clock(), err == nil, probe)
 	if err != nil {
+		g.reloadSlots()
 		for _, w := range live {
 			w.deliver(Result{}, err)
 		}
@@ -250,6 +258,19 @@ func (l *redisLimiter) uncounted(allowed bool, by Decider) Result {
 		r.ResetAfter = time.Second
 	}
 	return r
+}
+
+// reloadSlots asks a Cluster client to load the slot map again, at most
+// once a second.
+func (g *guard) reloadSlots() {
+	if g.reload == nil {
+		return
+	}
+	now := g.clock().UnixNano()
+	last := g.lastReload.Load()
+	if now-last >= int64(time.Second) && g.lastReload.CompareAndSwap(last, now) {
+		g.reload()
+	}
 }
 
 // callTimeout is how long a script call may run past its waiters'

@@ -67,6 +67,9 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 	s := &RedisStore{client: client, cfg: cfg, err: err}
 	if err == nil {
 		s.guard = newGuard(cfg, poolSize(client))
+		if cc, ok := client.(*redis.ClusterClient); ok {
+			s.guard.reload = func() { cc.ReloadState(context.Background()) }
+		}
 		s.local = NewMemoryStore(WithClock(cfg.clock))
 	}
 	return s
