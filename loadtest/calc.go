@@ -68,6 +68,25 @@ func allowedBy(limits []limitSpec, d time.Duration) int64 {
 	return best
 }
 
+// localAllowance is what the instances may admit on their own, beyond
+// what Redis allows, over d: while Redis cannot decide in time (an
+// overloaded machine, a request whose turn did not come by its deadline),
+// each of the instances decides with its share of every limit (the
+// example's -instances: Rate divided by n, rounded down, at least 1), and
+// a request so admitted is charged in Redis only if Redis still has room.
+func localAllowance(limits []limitSpec, instances int, d time.Duration) int64 {
+	return int64(instances) * allowedBy(shareOf(limits, instances), d)
+}
+
+// shareOf is one instance's share of limits.
+func shareOf(limits []limitSpec, instances int) []limitSpec {
+	share := make([]limitSpec, len(limits))
+	for i, l := range limits {
+		share[i] = limitSpec{Rate: max(1, l.Rate/instances), Period: l.Period}
+	}
+	return share
+}
+
 // describeBound shows the computation of allowedBy(limits, d), e.g.
 // "60*(floor(15.0s/1m0s)+1) = 60".
 func describeBound(limits []limitSpec, d time.Duration) string {

@@ -157,3 +157,22 @@ func TestParseLogLine(t *testing.T) {
 		}
 	}
 }
+
+func TestLocalAllowance(t *testing.T) {
+	limits := []limitSpec{{Rate: 5, Period: time.Second}, {Rate: 100, Period: time.Minute}}
+	for _, tt := range []struct {
+		instances int
+		d         time.Duration
+		want      int64
+	}{
+		{1, 500 * time.Millisecond, 5},    // the whole limit, one window
+		{3, 500 * time.Millisecond, 3},    // 5/3 = 1 each, three instances
+		{3, 1500 * time.Millisecond, 6},   // two windows of 1 each
+		{10, 500 * time.Millisecond, 10},  // at least 1 each
+		{3, 90 * time.Second, 3 * 33 * 2}, // the per-minute share binds: 33 × 2 windows
+	} {
+		if got := localAllowance(limits, tt.instances, tt.d); got != tt.want {
+			t.Errorf("localAllowance(%d instances, %s) = %d, want %d", tt.instances, tt.d, got, tt.want)
+		}
+	}
+}
