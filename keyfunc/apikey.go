@@ -23,14 +23,20 @@ const MaxAPIKeyLen = 256
 // every request: put it after the handler that authenticates keys, or give
 // it KnownAPIKey, which turns an unknown key into an error wrapping
 // [ErrInvalidAPIKey] (so [FirstOf] goes on to the next function, such as
-// [IP]). An empty header name makes every call fail with [ErrInvalidOption].
+// [IP]). An empty header name or KnownAPIKey(nil) makes every call fail with
+// [ErrInvalidOption]; a nil option is ignored.
 func APIKey(header string, opts ...APIKeyOption) KeyFunc {
 	if header == "" {
 		return failing(fmt.Errorf("%w: APIKey: empty header name", ErrInvalidOption))
 	}
 	var cfg apiKeyConfig
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil { // a nil option configures nothing, as for IP and JWTSubject
+			o(&cfg)
+		}
+	}
+	if cfg.err != nil {
+		return failing(cfg.err)
 	}
 	// Index the map directly with the canonical name: Header.Get would
 	// canonicalize, and perhaps allocate, on every request.
@@ -65,15 +71,23 @@ type APIKeyOption func(*apiKeyConfig)
 
 type apiKeyConfig struct {
 	known func(raw string) bool
+	err   error
 }
 
 // KnownAPIKey makes [APIKey] accept only keys for which known returns true,
 // so made-up keys cannot buy fresh limits. known gets the raw key (to look
 // up or compare as the application stores keys) after the length bound has
 // been checked; it runs on every request, so it should be fast, and it must
-// not log the key.
+// not log the key. A nil known is a misconfiguration, not "every key":
+// the KeyFunc then fails every request with [ErrInvalidOption].
 func KnownAPIKey(known func(raw string) bool) APIKeyOption {
-	return func(c *apiKeyConfig) { c.known = known }
+	return func(c *apiKeyConfig) {
+		if known == nil {
+			c.err = fmt.Errorf("%w: KnownAPIKey: nil function", ErrInvalidOption)
+			return
+		}
+		c.known = known
+	}
 }
 
 // HashAPIKey returns the hash that [APIKey] puts in its keys: the first

@@ -110,3 +110,24 @@ func TestKnownAPIKey(t *testing.T) {
 		t.Fatalf("unknown key alone: %v, want ErrInvalidAPIKey without the key", err)
 	}
 }
+
+// A nil KnownAPIKey function is a misconfiguration, not "every key": every
+// request fails with ErrInvalidOption, even alongside a valid option. A nil
+// option configures nothing and is ignored.
+func TestAPIKeyNilOptions(t *testing.T) {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", "sk_any")
+	if key, err := APIKey("X-API-Key", nil)(r); err != nil || key != "key:"+HashAPIKey("sk_any") {
+		t.Errorf("nil option: %q %v", key, err)
+	}
+	for name, kf := range map[string]KeyFunc{
+		"nil KnownAPIKey":           APIKey("X-API-Key", KnownAPIKey(nil)),
+		"nil KnownAPIKey and a nil": APIKey("X-API-Key", nil, KnownAPIKey(nil)),
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", "sk_any")
+		if key, err := kf(r); !errors.Is(err, ErrInvalidOption) || key != "" {
+			t.Errorf("%s: %q %v, want ErrInvalidOption", name, key, err)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package middleware
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -8,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -83,6 +86,71 @@ func FuzzMiddleware(f *testing.F) {
 		}
 		if !bodies[rec.Body.String()] {
 			t.Fatalf("body %q", rec.Body)
+		}
+	})
+}
+
+// resultLimiter returns whatever Result (or error) it holds: a custom
+// limiter that may break every promise of a Result.
+type resultLimiter struct {
+	res algorithms.Result
+	err error
+}
+
+func (l resultLimiter) Allow(context.Context, string, int) (algorithms.Result, error) {
+	return l.res, l.err
+}
+
+// FuzzLimiterResult puts any Result a custom limiter might return, under
+// any of the middleware's header options, through the middleware: no
+// panic, a documented status, and header values of their fixed forms.
+func FuzzLimiterResult(f *testing.F) {
+	f.Add(true, 10, 3, int64(1e9), int64(0), int64(6e10), 0, uint8(0), false, uint8(0), "p")
+	f.Add(false, -5, -9, int64(-1), int64(-7), int64(0), -1, uint8(9), true, uint8(3), "a\"b\\c")
+	f.Add(false, 1<<62, 1<<62, int64(1<<62), int64(1<<62), int64(1<<62), 1<<30, uint8(4), false, uint8(1), "")
+	f.Fuzz(func(t *testing.T, allowed bool, limit, remaining int, reset, retry, period int64, index int, decider uint8, fail bool, flags uint8, name string) {
+		res := algorithms.Result{Allowed: allowed, Limit: limit, Remaining: remaining, ResetAfter: time.Duration(reset),
+			RetryAfter: time.Duration(retry), Period: time.Duration(period), Index: index, Decider: algorithms.Decider(decider)}
+		var err error
+		if fail {
+			err = errors.New("the custom limiter failed")
+		}
+		opts := []Option{WithKeyFunc(headerKey), WithPolicyName(name),
+			WithLegacyHeaders(flags&1 == 0), WithIETFHeaders(flags&2 == 0), WithResetMode(ResetMode(flags >> 2 & 1))}
+		if flags&8 != 0 {
+			opts = append(opts, WithFailurePolicy(FailOpen))
+		}
+		logger, _ := newLogger()
+		h := New(resultLimiter{res, err}, append(opts, WithLogger(logger))...)(trivial)
+		rec := get(h, "/", "client")
+		switch rec.Code {
+		case http.StatusNoContent, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		case http.StatusInternalServerError: // a policy name New refuses
+			if _, err := NewChecked(resultLimiter{}, WithPolicyName(name)); err == nil {
+				t.Fatalf("500 with a valid configuration")
+			}
+			return
+		default:
+			t.Fatalf("status %d", rec.Code)
+		}
+		number := regexp.MustCompile(`^\d+$`)
+		for name, vs := range rec.Header() {
+			for _, v := range vs {
+				if strings.ContainsAny(v, "\r\n") {
+					t.Fatalf("%s: %q", name, v)
+				}
+				switch name {
+				case hdrLimit, hdrRemaining, hdrReset, hdrRetryAfter:
+					if !number.MatchString(v) {
+						t.Fatalf("%s: %q is no whole number", name, v)
+					}
+				}
+			}
+		}
+		if ra := rec.Header().Get(hdrRetryAfter); ra != "" {
+			if n, err := strconv.ParseInt(ra, 10, 64); err != nil || n < 1 {
+				t.Fatalf("Retry-After %q", ra)
+			}
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -58,14 +59,47 @@ type config struct {
 	policyCached     atomic.Int64     // entries added to policyCache
 }
 
+// ErrInvalidOption is wrapped by NewChecked's error for configuration that
+// no request could be served with.
+var ErrInvalidOption = errors.New("middleware: invalid option")
+
 // New returns middleware that rate-limits each request with limiter (or the
 // one WithLimiterFunc picks) under the key the key function derives.
 //
-// New panics on configuration that no request could be served with, all of
-// which is fixed when the program is written: a nil limiter, a timeout that
-// is not positive, a negative breaker time, an invalid policy name, or an
-// unknown FailurePolicy or ResetMode.
+// New never panics. Configuration that no request could be served with (a
+// nil limiter, a nil option, a timeout that is not positive, a negative
+// breaker time, an invalid policy name, an unknown FailurePolicy or
+// ResetMode) is logged at once, at error level, and every request then gets
+// 500 with a problem body that names nothing internal: the service fails
+// closed rather than unlimited. NewChecked reports it as an error instead,
+// for programs that check their configuration at start-up.
 func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Handler {
+	mw, err := NewChecked(limiter, opts...)
+	if err == nil {
+		return mw
+	}
+	logger := slog.Default()
+	for _, o := range opts {
+		if o != nil {
+			var c config
+			o(&c)
+			if c.logger != nil {
+				logger = c.logger
+			}
+		}
+	}
+	logger.LogAttrs(context.Background(), slog.LevelError,
+		"redlimit: middleware misconfigured: every request gets 500", slog.Any("error", err))
+	broken := newProblem(http.StatusInternalServerError, "",
+		"The rate limiter is misconfigured.", nil)
+	return func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { broken.write(w) })
+	}
+}
+
+// NewChecked is New with the configuration checked up front: it returns an
+// error wrapping ErrInvalidOption instead of middleware that answers 500.
+func NewChecked(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	c := &config{
 		limiter:          limiter,
 		timeout:          DefaultTimeout,
@@ -80,22 +114,27 @@ func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Han
 
 		countCredentialFailures: true,
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
+		}
 		o(c)
 	}
 	if err := c.init(); err != nil {
-		panic("middleware: " + err.Error())
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{c: c, next: next}
-	}
+	}, nil
 }
 
 // init checks the options, fills in defaults and precomputes responses.
 func (c *config) init() error {
 	switch {
-	case c.limiter == nil:
+	case isNil(c.limiter):
 		return errors.New("nil limiter")
+	case c.fallback != nil && isNil(c.fallback):
+		return errors.New("nil fallback limiter")
 	case c.timeout <= 0:
 		return fmt.Errorf("timeout %s is not positive", c.timeout)
 	case c.breakFor < 0:
@@ -199,7 +238,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// ps describes the limits of whichever limiter decides, for the headers.
 	lim, ps := c.limiter, c.mainPolicies
 	if c.limiterFunc != nil {
-		if l := c.limiterFunc(r, key); l != nil {
+		if l := c.limiterFunc(r, key); !isNil(l) {
 			lim, ps = l, c.policiesOf(l)
 		}
 	}
@@ -268,4 +307,17 @@ func (c *config) decide(parent context.Context, l algorithms.Limiter, key string
 	res, err := l.Allow(d, key, cost)
 	d.release()
 	return d, res, err
+}
+
+// isNil reports whether l is nil, or a nil pointer (or map, func, ...) in a
+// Limiter: calling it would panic.
+func isNil(l algorithms.Limiter) bool {
+	if l == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(l); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }

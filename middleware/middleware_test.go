@@ -381,14 +381,18 @@ func TestLogGate(t *testing.T) {
 	}
 }
 
-func TestNewPanics(t *testing.T) {
+func TestMisconfiguration(t *testing.T) {
 	lim := stubLimiter{}
+	var typedNil *counterLimiter
 	tests := []struct {
 		name    string
 		limiter algorithms.Limiter
 		opts    []Option
 	}{
 		{"nil limiter", nil, nil},
+		{"typed-nil limiter", typedNil, nil},
+		{"typed-nil fallback", lim, []Option{WithFallback(typedNil)}},
+		{"nil option", lim, []Option{WithTimeout(time.Second), nil}},
 		{"zero timeout", lim, []Option{WithTimeout(0)}},
 		{"negative timeout", lim, []Option{WithTimeout(-time.Second)}},
 		{"negative breaker time", lim, []Option{WithBreaker(-time.Second)}},
@@ -401,18 +405,46 @@ func TestNewPanics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				if r := recover(); r == nil {
-					t.Error("New did not panic")
-				} else if !strings.HasPrefix(fmt.Sprint(r), "middleware: ") {
-					t.Errorf("panic %q does not name the package", r)
-				}
-			}()
-			New(tt.limiter, tt.opts...)
+			if _, err := NewChecked(tt.limiter, tt.opts...); !errors.Is(err, ErrInvalidOption) {
+				t.Fatalf("NewChecked: %v, want ErrInvalidOption", err)
+			}
+			// New never panics: it logs the error and fails closed with 500.
+			logger, logs := newLogger()
+			next := &okHandler{}
+			h := New(tt.limiter, append([]Option{WithLogger(logger)}, tt.opts...)...)(next)
+			rec := get(h, "/", "client")
+			body := checkProblem(t, rec, http.StatusInternalServerError)
+			if next.count() != 0 || strings.Contains(body.Detail, "option") {
+				t.Errorf("served %d times, detail %q", next.count(), body.Detail)
+			}
+			if !strings.Contains(logs.String(), "misconfigured") {
+				t.Errorf("not logged: %q", logs)
+			}
 		})
 	}
 
-	// The limits of the valid range do not panic.
-	New(lim, WithPolicyName(strings.Repeat("~", 64)))
-	New(lim, WithPolicyName(" !\"\\~"), WithTimeout(time.Nanosecond))
+	// The limits of the valid range are accepted.
+	for _, opts := range [][]Option{
+		{WithPolicyName(strings.Repeat("~", 64))},
+		{WithPolicyName(" !\"\\~"), WithTimeout(time.Nanosecond)},
+	} {
+		if _, err := NewChecked(lim, opts...); err != nil {
+			t.Errorf("NewChecked: %v", err)
+		}
+	}
+}
+
+// A limiter func that returns a nil pointer in a Limiter gets New's
+// limiter, as one that returns nil does.
+func TestLimiterFuncTypedNil(t *testing.T) {
+	var typedNil *counterLimiter
+	main := newCounter(newFakeClock(), 1, time.Minute)
+	h := New(main, WithKeyFunc(headerKey),
+		WithLimiterFunc(func(*http.Request, string) algorithms.Limiter { return typedNil }))(&okHandler{})
+	if rec := get(h, "/", "c"); rec.Code != http.StatusOK {
+		t.Fatalf("first: %d", rec.Code)
+	}
+	if rec := get(h, "/", "c"); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("second: %d, want 429 from New's limiter", rec.Code)
+	}
 }
