@@ -1,6 +1,8 @@
 package keyfunc
 
 import (
+	"bytes"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,7 +43,12 @@ var errAlgNone = errors.New(`alg "none" is never accepted`)
 //   - jwt.WithExpirationRequired(): a token without exp is rejected.
 //
 // exp and nbf are always checked; add jwt.WithIssuer, jwt.WithAudience and
-// jwt.WithLeeway as needed. Whatever the options, alg "none" is rejected,
+// jwt.WithLeeway as needed. An HMAC token is verified only with a []byte
+// key that is not PEM key material (else an error wrapping
+// jwt.ErrInvalidKeyType), and the asymmetric methods take only their own
+// key types, so a key function that hands out a public key's bytes cannot
+// be used to sign HS256 tokens with it (algorithm confusion). With several
+// issuers, key by [JWTIssuerSubject]. Whatever the options, alg "none" is rejected,
 // and options that would accept it (an empty jwt.WithValidMethods) or skip
 // claims validation (jwt.WithoutClaimsValidation) are invalid.
 //
@@ -70,8 +77,51 @@ func JWTSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) KeyFunc {
 // returns an error wrapping [ErrInvalidOption] instead of a KeyFunc that
 // always fails.
 func NewJWTSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (KeyFunc, error) {
+	return newJWT("JWTSubject", subjectKey, keyFunc, opts)
+}
+
+// JWTIssuerSubject is [JWTSubject] keyed by issuer and subject together,
+// for services that accept tokens of several issuers (tenants), where
+// "alice" of one is not "alice" of another: "iss:<issuer>,sub:<subject>",
+// or "isub:#" and 32 hex digits of a hash when either is long or holds
+// bytes other than letters, digits and "-._~@+=:/". A verified token
+// without an issuer is an error wrapping [ErrInvalidToken].
+func JWTIssuerSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) KeyFunc {
+	kf, err := NewJWTIssuerSubject(keyFunc, opts...)
+	if err != nil {
+		return failing(err)
+	}
+	return kf
+}
+
+// NewJWTIssuerSubject is [JWTIssuerSubject] with its options checked up
+// front, as [NewJWTSubject] is.
+func NewJWTIssuerSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (KeyFunc, error) {
+	return newJWT("JWTIssuerSubject", issuerSubjectKey, keyFunc, opts)
+}
+
+// subjectKey is JWTSubject's key of verified claims.
+func subjectKey(c *jwt.RegisteredClaims) (string, error) {
+	return namespaced("sub:", c.Subject, MaxSubjectLen, isIdentByte), nil
+}
+
+// issuerSubjectKey is JWTIssuerSubject's key of verified claims. Neither
+// part of the readable form can hold ',', so the two never run together.
+func issuerSubjectKey(c *jwt.RegisteredClaims) (string, error) {
+	if c.Issuer == "" {
+		return "", fmt.Errorf("%w: no issuer", ErrInvalidToken)
+	}
+	if len(c.Issuer)+len(c.Subject) <= MaxSubjectLen && allSafe(c.Issuer, isIdentByte) && allSafe(c.Subject, isIdentByte) {
+		return "iss:" + c.Issuer + ",sub:" + c.Subject, nil
+	}
+	return namespaced("isub:", c.Issuer+"\x00"+c.Subject, 0, isIdentByte), nil
+}
+
+// newJWT builds the token key functions: name names it in errors, and key
+// turns verified claims into the key.
+func newJWT(name string, key func(*jwt.RegisteredClaims) (string, error), keyFunc jwt.Keyfunc, opts []jwt.ParserOption) (KeyFunc, error) {
 	if keyFunc == nil {
-		return nil, fmt.Errorf("%w: JWTSubject: nil jwt.Keyfunc", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: %s: nil jwt.Keyfunc", ErrInvalidOption, name)
 	}
 	all := []jwt.ParserOption{
 		jwt.WithValidMethods(defaultMethods),
@@ -100,6 +150,9 @@ func NewJWTSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (KeyFunc, erro
 			}
 			var key any
 			key, keyErr = keyFunc(t)
+			if keyErr == nil {
+				keyErr = checkKeyType(t.Method, key)
+			}
 			return key, keyErr
 		})
 		switch {
@@ -110,8 +163,30 @@ func NewJWTSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (KeyFunc, erro
 		case claims.Subject == "":
 			return "", fmt.Errorf("%w: no subject", ErrInvalidToken)
 		}
-		return namespaced("sub:", claims.Subject, MaxSubjectLen, isIdentByte), nil
+		return key(&claims)
 	}, nil
+}
+
+// errKeyForHMAC refuses an HMAC token whose key is not a plain secret.
+var errKeyForHMAC = fmt.Errorf("%w: an HMAC token's key must be a secret []byte, not PEM key material", jwt.ErrInvalidKeyType)
+
+// checkKeyType refuses a key of another family than the token's algorithm
+// claims: the asymmetric methods check their key types themselves, but any
+// []byte passes for HMAC, so a key function that hands out a public key's
+// PEM for whatever the token names would let a client sign an HS256 token
+// with that public key (algorithm confusion).
+func checkKeyType(m jwt.SigningMethod, key any) error {
+	if _, ok := m.(*jwt.SigningMethodHMAC); !ok {
+		return nil
+	}
+	b, ok := key.([]byte)
+	if !ok {
+		return errKeyForHMAC
+	}
+	if block, _ := pem.Decode(b); block != nil || bytes.Contains(b, []byte("-----BEGIN")) {
+		return errKeyForHMAC
+	}
+	return nil
 }
 
 // bearerToken takes the token out of "Authorization: Bearer <token>",

@@ -13,13 +13,24 @@ import (
 // pattern comes from the server's code, not the client, but is escaped all
 // the same so that the first '|' always ends it, and hashed when long, so
 // keys stay short.
+//
+// A ServeMux pattern's host is left out ("GET api.example.com/items" counts
+// as "GET /items"), so that one handler under several hosts has one budget
+// rather than one per Host header a client sends.
 func scoped(r *http.Request, key string) string {
-	pattern := r.Pattern
+	pattern := withoutHost(r.Pattern)
 	if rc := chi.RouteContext(r.Context()); rc != nil {
-		// A group's middleware sees the mount pattern that matched, one of
-		// "/a", "/a/" and "/a/*": chi trims the slash, and the wildcard is
-		// trimmed here, so the whole group counts as one.
-		if p := strings.TrimSuffix(rc.RoutePattern(), "/*"); p != "" {
+		p := rc.RoutePattern()
+		// A mounted group's middleware runs before the group routes and
+		// sees the mount's pattern, "/a" or "/a/*" (chi trims "/a/"), with
+		// the wildcard emptied by chi's mount handler: the wildcard is
+		// trimmed so that the whole group counts as one. An endpoint's own
+		// "/a/*" keeps what it matched, and counts apart from "/a" (but for
+		// a request of exactly "/a/", whose wildcard is empty too).
+		if strings.HasSuffix(p, "/*") && rc.URLParam("*") == "" {
+			p = strings.TrimSuffix(p, "/*")
+		}
+		if p != "" {
 			pattern = p
 		}
 	}
@@ -39,3 +50,19 @@ func scoped(r *http.Request, key string) string {
 const maxScopeLen = 128
 
 var scopeEscaper = strings.NewReplacer("%", "%25", "|", "%7C")
+
+// withoutHost drops the host from a ServeMux pattern, "[METHOD ][HOST]/PATH".
+func withoutHost(pattern string) string {
+	method, rest, ok := strings.Cut(pattern, " ")
+	if !ok {
+		method, rest = "", pattern
+	}
+	slash := strings.IndexByte(rest, '/')
+	if slash <= 0 {
+		return pattern // no host
+	}
+	if method == "" {
+		return rest[slash:]
+	}
+	return method + " " + rest[slash:]
+}
