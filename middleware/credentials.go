@@ -26,6 +26,7 @@ func isCredentialError(err error) bool {
 // that cannot be charged (no client key, the limiter failing), gets the
 // key error handler's answer, which refuses the request all the same.
 func (c *config) credentialFailed(w http.ResponseWriter, r *http.Request, err error) {
+	c.observe(OutcomeKeyError, nil, 0)
 	if !c.countCredentialFailures || !isCredentialError(err) {
 		c.keyError(w, r, err)
 		return

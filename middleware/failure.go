@@ -61,6 +61,9 @@ func (c *config) decideGuarded(ctx context.Context, l algorithms.Limiter, key st
 
 // logBreaker logs each change of the breaker's state, once.
 func (c *config) logBreaker(from, to breaker.State, reason string) {
+	if c.observer != nil && (from == breaker.Closed) != (to == breaker.Closed) {
+		c.observer.BreakerChanged(c.policyName, to != breaker.Closed)
+	}
 	level := slog.LevelWarn
 	if to == breaker.Closed {
 		level = slog.LevelInfo
@@ -77,23 +80,36 @@ type logGate struct {
 	suppressed atomic.Int64 // failures not logged since then
 }
 
+// allow reports whether a record may be written at now (Unix
+// nanoseconds), counting it as suppressed if not.
+func (g *logGate) allow(now int64) bool {
+	last := g.last.Load()
+	if last != 0 && now-last < int64(time.Second) || !g.last.CompareAndSwap(last, now) {
+		g.suppressed.Add(1)
+		return false
+	}
+	return true
+}
+
+// keyHash is a short hash of key for logs, keyed with a secret of this
+// process: log lines about one client can be matched, but an IP cannot be
+// recovered by hashing all 2^32.
+func (c *config) keyHash(key string) string {
+	mac := hmac.New(sha256.New, c.logSecret[:])
+	mac.Write([]byte(key))
+	return hex.EncodeToString(mac.Sum(nil)[:6])
+}
+
 // logFailure logs a limiter failure with a hash of the key, never the key:
 // keys hold client addresses and credentials' digests.
 func (c *config) logFailure(err error, key, policy string) {
-	now := c.now().UnixNano()
-	last := c.logGate.last.Load()
-	if last != 0 && now-last < int64(time.Second) || !c.logGate.last.CompareAndSwap(last, now) {
-		c.logGate.suppressed.Add(1)
+	if !c.logGate.allow(c.now().UnixNano()) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 4)
 	attrs = append(attrs, slog.String("failure_policy", policy))
 	if key != "" {
-		// Keyed with a secret of this process: log lines about one client
-		// can be matched, but an IP cannot be recovered by hashing all 2^32.
-		mac := hmac.New(sha256.New, c.logSecret[:])
-		mac.Write([]byte(key))
-		attrs = append(attrs, slog.String("key_hash", hex.EncodeToString(mac.Sum(nil)[:6])))
+		attrs = append(attrs, slog.String("key_hash", c.keyHash(key)))
 	}
 	attrs = append(attrs,
 		slog.Int64("suppressed", c.logGate.suppressed.Swap(0)),

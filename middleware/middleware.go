@@ -41,6 +41,9 @@ type config struct {
 
 	countCredentialFailures bool
 	credentialKey           keyfunc.KeyFunc
+	observer                Observer
+	shadow                  bool
+	shadowLog               logGate
 
 	// Precomputed at New, so the hot path only appends numbers.
 	sfName           []byte // the policy name as an sf-string, quoted
@@ -223,12 +226,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := h.c
 	key, err := c.keyFunc(r)
 	if err != nil {
+		if c.shadow {
+			c.observe(OutcomeKeyError, nil, 0)
+			h.next.ServeHTTP(w, r)
+			return
+		}
 		c.credentialFailed(w, r, err)
 		return
 	}
 	if key == "" {
 		// Checked before the route scope would make it look like a key.
-		c.badKey.write(w)
+		c.refuse(w, r, h.next, &c.badKey, nil, 0)
 		return
 	}
 	cost := 1
@@ -246,46 +254,85 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key = scoped(r, key)
 	}
 
+	var start time.Time
+	if c.observer != nil {
+		start = time.Now()
+	}
 	d, res, err := c.decideGuarded(r.Context(), lim, key, cost)
 	if c.fallback != nil && c.limiterFailed(r.Context(), err) {
 		c.logFailure(err, key, "fallback")
-		ps = c.fallbackPolicies
+		lim, ps = c.fallback, c.fallbackPolicies
 		d, res, err = c.decide(r.Context(), c.fallback, key, cost)
+	}
+	var took time.Duration
+	if c.observer != nil {
+		took = time.Since(start)
 	}
 	if err != nil {
 		switch p := c.refusal(err); {
 		case p != nil:
-			p.write(w)
+			c.refuse(w, r, h.next, p, lim, took)
 		case errors.Is(r.Context().Err(), context.Canceled):
 			// The client is gone: nobody reads an answer and the failure
 			// is not the limiter's. (A parent deadline that passed is
 			// answered by the policy below, like any other timeout.)
 		case c.policy == FailClosed:
 			c.logFailure(err, key, "closed")
+			c.observe(OutcomeFailClosed, lim, took)
+			if c.shadow {
+				h.next.ServeHTTP(w, r)
+				return
+			}
 			c.unavailable.write(w)
 		default:
 			c.logFailure(err, key, "open")
+			c.observe(OutcomeFailOpen, lim, took)
 			h.next.ServeHTTP(w, r)
 		}
 		return
 	}
 
-	switch res.Decider {
-	case algorithms.DecidedFailOpen:
-		// Uncounted by the store's explicit choice: no headers, which would
-		// describe a count that was not made.
+	outcome := outcomeOf(res)
+	switch {
+	case c.shadow:
+		// Nothing is refused and no header is sent: the limit is not in
+		// force.
+		if !res.Allowed && res.Decider != algorithms.DecidedFailClosed {
+			outcome = OutcomeShadowDenied
+			c.shadowDenied(r, key)
+		}
+		c.observe(outcome, lim, took)
 		h.next.ServeHTTP(w, r)
 		return
-	case algorithms.DecidedFailClosed:
+	case res.Decider == algorithms.DecidedFailOpen:
+		// Uncounted by the store's explicit choice: no headers, which would
+		// describe a count that was not made.
+		c.observe(outcome, lim, took)
+		h.next.ServeHTTP(w, r)
+		return
+	case res.Decider == algorithms.DecidedFailClosed:
+		c.observe(outcome, lim, took)
 		c.unavailable.write(w)
 		return
 	}
+	c.observe(outcome, lim, took)
 	c.setHeaders(w.Header(), res, &d.vals, ps)
 	if !res.Allowed {
 		c.writeDenied(w, r, res, ps)
 		return
 	}
 	h.next.ServeHTTP(w, r)
+}
+
+// refuse answers a request whose key or cost the limiter refused with p,
+// or passes it on in shadow mode.
+func (c *config) refuse(w http.ResponseWriter, r *http.Request, next http.Handler, p *problem, l algorithms.Limiter, took time.Duration) {
+	c.observe(OutcomeInvalid, l, took)
+	if c.shadow {
+		next.ServeHTTP(w, r)
+		return
+	}
+	p.write(w)
 }
 
 // writeDenied answers a denial: the denied handler's response, or the 429
