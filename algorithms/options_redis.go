@@ -83,6 +83,7 @@ type redisConfig struct {
 	maxWaiting  int
 	denials     int
 	logger      *slog.Logger
+	observer    Observer
 }
 
 func defaultRedisConfig() redisConfig {

@@ -24,6 +24,9 @@ type guard struct {
 	denials *denials
 	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
 
+	observer Observer // nil: none
+	name     string   // the store's prefix, naming it to the observer
+
 	// reload asks a Cluster client to load the slot map again, at most once
 	// a second (lastReload), after a failed call: after a failover the
 	// client otherwise keeps sending to the lost master for up to ten
@@ -34,7 +37,8 @@ type guard struct {
 
 func newGuard(cfg storeConfig, pool int) *guard {
 	rc := cfg.redis
-	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials)}
+	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials),
+		observer: rc.observer, name: cfg.prefix}
 	if g.logger == nil {
 		g.logger = slog.Default()
 	}
@@ -47,6 +51,9 @@ func newGuard(cfg storeConfig, pool int) *guard {
 		level := slog.LevelWarn
 		if to == breaker.Closed {
 			level = slog.LevelInfo
+		}
+		if g.observer != nil && (from == breaker.Closed) != (to == breaker.Closed) {
+			g.observer.BreakerChanged(g.name, to != breaker.Closed)
 		}
 		g.logger.LogAttrs(context.Background(), level, "redlimit: Redis breaker "+to.String(),
 			slog.String("from", from.String()), slog.String("reason", reason),
@@ -195,9 +202,15 @@ func (l *redisLimiter) flush(key string, batch []*waiter) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(g.callTimeout()))
 	results, err := l.decide(ctx, key, costs)
 	cancel()
-	g.breaker.Record(g.clock(), err == nil, probe)
+	// An error reply (OOM, say) is Redis answering: the key is decided
+	// locally, but the breaker, which keeps every key away from Redis,
+	// opens only for a Redis that cannot be reached or does not answer.
+	g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, probe)
 	if err != nil {
 		g.reloadSlots()
+		if g.observer != nil {
+			g.observer.StoreError(classify(err))
+		}
 		for _, w := range live {
 			w.deliver(Result{}, err)
 		}

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -101,40 +102,47 @@ func TestScriptFlush(t *testing.T) {
 func TestOutOfMemory(t *testing.T) {
 	const rate = 5
 	for _, k := range clientKinds {
-		t.Run(k.name, func(t *testing.T) {
-			srv := redistest.StartServer(t)
-			admin := newClient(t, clientKinds[1], srv.Addr)
-			l := newLimiter(t, newClient(t, k, srv.Addr), rate)
-			exhaust(t, l, "exhausted", rate)
-			ctx := context.Background()
-			for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "1"}} {
-				if err := admin.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			keys := []string{"exhausted"}
-			for i := range 20 {
-				keys = append(keys, "new-"+strconv.Itoa(i))
-			}
-			ds, ended := runLoad(l, keys, 4, 0, func() { time.Sleep(700 * time.Millisecond) })
-			s := summarize(ds, ended)
-			s.checkCommon(t)
-			if n := s.allowedBy("exhausted", algorithms.DecidedByStore, algorithms.DecidedByCache, algorithms.DecidedLocally); n != 0 {
-				t.Errorf("the exhausted client got %d requests through under OOM", n)
-			}
-			for _, key := range keys[1:] {
-				if n := s.allowedBy(key, algorithms.DecidedLocally, algorithms.DecidedByStore); n > rate {
-					t.Errorf("%s: %d admitted under OOM, local quota %d", key, n, rate)
-				}
-			}
-			// Redis is healthy, only full: the exhausted client's denials
-			// keep coming from it, none from the twin.
-			for _, d := range ds {
-				if d.key == "exhausted" && d.by == algorithms.DecidedLocally {
-					t.Fatalf("the exhausted client was decided locally at %s: the breaker opened on OOM errors", d.at.Sub(ds[0].at))
-				}
-			}
-		})
+		for _, cache := range []int{algorithms.DefaultDenialCacheSize, 0} {
+			t.Run(fmt.Sprintf("%s, denial cache %d", k.name, cache), func(t *testing.T) {
+				testOutOfMemory(t, k, rate, algorithms.WithDenialCache(cache))
+			})
+		}
+	}
+}
+
+// testOutOfMemory is TestOutOfMemory with one client and store options.
+func testOutOfMemory(t *testing.T, k clientKind, rate int, opts ...algorithms.StoreOption) {
+	srv := redistest.StartServer(t)
+	admin := newClient(t, clientKinds[1], srv.Addr)
+	l := newLimiter(t, newClient(t, k, srv.Addr), rate, opts...)
+	exhaust(t, l, "exhausted", rate)
+	ctx := context.Background()
+	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "1"}} {
+		if err := admin.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := []string{"exhausted"}
+	for i := range 20 {
+		keys = append(keys, "new-"+strconv.Itoa(i))
+	}
+	ds, ended := runLoad(l, keys, 4, 0, func() { time.Sleep(700 * time.Millisecond) })
+	s := summarize(ds, ended)
+	s.checkCommon(t)
+	if n := s.allowedBy("exhausted", algorithms.DecidedByStore, algorithms.DecidedByCache, algorithms.DecidedLocally); n != 0 {
+		t.Errorf("the exhausted client got %d requests through under OOM", n)
+	}
+	for _, key := range keys[1:] {
+		if n := s.allowedBy(key, algorithms.DecidedLocally, algorithms.DecidedByStore); n > rate {
+			t.Errorf("%s: %d admitted under OOM, local quota %d", key, n, rate)
+		}
+	}
+	// Redis is healthy, only full: the exhausted client's denials
+	// keep coming from it, none from the twin.
+	for _, d := range ds {
+		if d.key == "exhausted" && d.by == algorithms.DecidedLocally {
+			t.Fatalf("the exhausted client was decided locally at %s: the breaker opened on OOM errors", d.at.Sub(ds[0].at))
+		}
 	}
 }
 

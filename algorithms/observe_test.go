@@ -1,0 +1,108 @@
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+func TestClassify(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want ErrorKind
+	}{
+		{fmt.Errorf("algorithms: %w", context.DeadlineExceeded), ErrorTimeout},
+		{&net.OpError{Op: "read", Err: timeoutError{}}, ErrorTimeout},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, ErrorConnection},
+		{fmt.Errorf("x: %w", io.EOF), ErrorConnection},
+		{redis.ErrClosed, ErrorConnection},
+		{fmt.Errorf("%w: %q", ErrUnexpectedReply, "junk"), ErrorScript},
+		{errors.New("something else"), ErrorOther},
+	} {
+		if got := classify(tt.err); got != tt.want {
+			t.Errorf("classify(%v) = %s, want %s", tt.err, got, tt.want)
+		}
+	}
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+type storeEvents struct {
+	mu       sync.Mutex
+	errors   map[ErrorKind]int
+	breakers []string
+}
+
+func (o *storeEvents) StoreError(k ErrorKind) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.errors[k]++
+}
+
+func (o *storeEvents) BreakerChanged(store string, open bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.breakers = append(o.breakers, fmt.Sprintf("%s %v", store, open))
+}
+
+// A script error (OOM) and a refused connection reach the observer by kind;
+// the breaker's opening names the store.
+func TestStoreObserver(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer c.Close()
+	obs := &storeEvents{errors: map[ErrorKind]int{}}
+	l, err := New(NewRedisStore(c, WithObserver(obs), WithPrefix("obs"), WithLogger(quietLogger())), FixedWindow, PerMinute(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Allow(ctx, "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Allow(ctx, "new", 1); err != nil || r.Decider != DecidedLocally {
+		t.Fatalf("under OOM: %+v %v", r, err)
+	}
+	srv.Stop()
+	for i := range 6 { // keys of their own: one call each
+		if _, err := l.Allow(ctx, fmt.Sprint("b", i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The calls outlive their requests' deadline: wait for them to fail.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		obs.mu.Lock()
+		n := len(obs.breakers)
+		obs.mu.Unlock()
+		if n > 0 {
+			break
+		}
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	// The OOM reply does not count towards the breaker; five refused
+	// connections open it, and the sixth request is not sent.
+	if obs.errors[ErrorScript] != 1 || obs.errors[ErrorConnection] != 5 {
+		t.Errorf("errors %v, want 1 script and 5 connection", obs.errors)
+	}
+	if len(obs.breakers) != 1 || obs.breakers[0] != "obs true" {
+		t.Errorf("breaker changes %v, want [obs true]", obs.breakers)
+	}
+}
