@@ -27,10 +27,13 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/metrics"
 	"github.com/redlimit/redlimit/middleware"
 )
 
@@ -100,12 +103,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	logger := slog.New(slog.NewTextHandler(out, nil))
-	store, describe, closeStore, err := openStore(cfg.redisURL, cfg.instances, logger)
+	// The limiter's metrics, served at GET /metrics.
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		return err
+	}
+	store, describe, closeStore, err := openStore(cfg.redisURL, cfg.instances, logger, m)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	handler, err := newAPI(store, cfg, logger)
+	handler, err := newAPI(store, cfg, logger, m, reg)
 	if err != nil {
 		return err
 	}
@@ -137,7 +146,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // openStore returns the Redis store when url is set, else the memory store,
 // with a description that names no password.
-func openStore(url string, instances int, logger *slog.Logger) (algorithms.Store, string, func(), error) {
+func openStore(url string, instances int, logger *slog.Logger, obs algorithms.Observer) (algorithms.Store, string, func(), error) {
 	if url == "" {
 		return algorithms.NewMemoryStore(), "memory (this process only)", func() {}, nil
 	}
@@ -150,7 +159,7 @@ func openStore(url string, instances int, logger *slog.Logger) (algorithms.Store
 	opts.MaxRetries = -1
 	client := redis.NewClient(opts)
 	store := algorithms.NewRedisStore(client, algorithms.WithPrefix("redlimit-example"),
-		algorithms.WithInstances(instances), algorithms.WithLogger(logger))
+		algorithms.WithInstances(instances), algorithms.WithLogger(logger), algorithms.WithObserver(obs))
 	return store,
 		fmt.Sprintf("Redis at %s db %d", opts.Addr, opts.DB), func() { client.Close() }, nil
 }
@@ -186,7 +195,7 @@ type limitDoc struct {
 // routes share a counter. With a Redis store, a decision Redis cannot make
 // in time is made in memory with the same limits (the store's default
 // FailLocal), so the API stays limited, per instance, while Redis is away.
-func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handler, error) {
+func newAPI(store algorithms.Store, cfg config, logger *slog.Logger, m *metrics.Metrics, reg *prometheus.Registry) (http.Handler, error) {
 	secret := []byte(cfg.jwtSecret)
 	// Keys are remembered by their hash only. Unknown keys are refused, so
 	// nobody can make up a key to get a fresh limit.
@@ -215,6 +224,7 @@ func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handl
 			middleware.WithKeyFunc(keyFuncs[key]),
 			middleware.WithLogger(logger),
 			middleware.WithPolicyName(policyName(path)),
+			middleware.WithObserver(m),
 		}, extra...)
 		if cost > 1 {
 			opts = append(opts, middleware.WithCost(func(*http.Request) int { return cost }))
@@ -276,6 +286,7 @@ func newAPI(store algorithms.Store, cfg config, logger *slog.Logger) (http.Handl
 	r.Get("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"routes": routes})
 	})
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return r, nil
 }
 

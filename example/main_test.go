@@ -13,14 +13,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/metrics"
 )
 
 func newTestAPI(t *testing.T) *httptest.Server {
 	t.Helper()
 	cfg := config{jwtSecret: "test-secret", apiKeys: "free-1,free-2", proKeys: "pro-1, pro-2"}
-	h, err := newAPI(algorithms.NewMemoryStore(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := newAPI(algorithms.NewMemoryStore(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), m, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +139,29 @@ func TestLoginIsStrict(t *testing.T) {
 	// Another route has its own counter.
 	if got := do(t, srv, http.MethodGet, "/api/items", nil).StatusCode; got != http.StatusOK {
 		t.Fatalf("/api/items after /login ran out: %d", got)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	srv := newTestAPI(t)
+	statuses(t, srv, http.MethodPost, "/login", nil, 7)
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`redlimit_requests_total{policy="login",result="allowed"} 5`,
+		`redlimit_requests_total{policy="login",result="denied"} 2`,
+		`redlimit_decision_duration_seconds_count{store="memory"} 7`,
+	} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
 	}
 }
 

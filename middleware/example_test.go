@@ -195,3 +195,28 @@ func Example_iPv6Prefixes() {
 	// 429 "network";r=0;t=60 60
 	// 200 "client";r=1;t=60
 }
+
+// Testing a handler's limits without sleeping: the store and the
+// middleware read one ManualClock, so a test spends a minute's quota,
+// checks the 429 and its Retry-After, and waits it out in no time.
+func Example_manualClock() {
+	clock := algorithms.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
+	limiter, err := algorithms.New(store, algorithms.SlidingWindowLog, algorithms.PerMinute(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := middleware.New(limiter, middleware.WithClock(clock.Now))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	send(h, http.MethodGet, "/", "192.0.2.1:1234")
+	clock.Advance(10 * time.Second)
+	send(h, http.MethodGet, "/", "192.0.2.1:1234")
+	send(h, http.MethodGet, "/", "192.0.2.1:1234") // 429: Retry-After 50
+	clock.Advance(50 * time.Second)
+	send(h, http.MethodGet, "/", "192.0.2.1:1234")
+	// Output:
+	// 200 "default";r=1;t=60
+	// 200 "default";r=0;t=60
+	// 429 "default";r=0;t=50 50
+	// 200 "default";r=0;t=60
+}
