@@ -5,6 +5,7 @@
 #   make lint                 gofmt, go vet, staticcheck
 #   make run [ARGS="..."]     run the example server
 #   make fuzz [FUZZTIME=30s] [PKG=./...]  run every fuzz target in turn
+#   make plots                draw docs/admitted-*.png, the algorithms under the same traffic
 #   make loadtest [ARGS="..."] flood 3 example instances sharing one redis-server (about a minute)
 
 SHELL := /bin/bash
@@ -19,7 +20,7 @@ ARGS     ?=
 # so the library's users never inherit it as a dependency.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@latest
 
-.PHONY: test bench lint run fuzz loadtest
+.PHONY: test bench lint run fuzz loadtest plots
 
 # The real-Redis tests need redis-server and redis-sentinel; the script installs them where it
 # can and explains where it cannot. Packages run one at a time (-p 1): the
@@ -72,3 +73,8 @@ fuzz:
 # ARGS="-duration 10s -workers 64": go run ./loadtest -h.
 loadtest:
 	$(GO) run ./loadtest -go $(GO) $(ARGS)
+
+# The plotting program is a module of its own (docs/plots), so the plotting
+# library never becomes a dependency of the library's users.
+plots:
+	cd docs/plots && $(GO) run . -out ..
