@@ -124,3 +124,14 @@ func (sh *denialShard) evict(now time.Time) {
 	}
 	delete(sh.m, victim)
 }
+
+// forget drops the remembered denial of key, if any.
+func (d *denials) forget(l *redisLimiter, key string) {
+	if d == nil {
+		return
+	}
+	sh := d.shard(key)
+	sh.mu.Lock()
+	delete(sh.m, denialKey{l, key})
+	sh.mu.Unlock()
+}

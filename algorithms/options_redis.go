@@ -67,6 +67,9 @@ const (
 	// DefaultMaxBatch is the most requests for one key decided by one
 	// script call.
 	DefaultMaxBatch = 256
+	// DefaultMaxKeysPerCall is the most keys whose script calls go to
+	// Redis together, in one pipeline.
+	DefaultMaxKeysPerCall = 64
 	// DefaultMaxWaiting is the most decisions a Redis store holds waiting
 	// for Redis at once unless WithMaxWaiting says otherwise; beyond it a
 	// decision is made locally at once.
@@ -84,6 +87,7 @@ type redisConfig struct {
 	denials     int
 	logger      *slog.Logger
 	observer    Observer
+	noBatching  bool
 }
 
 func defaultRedisConfig() redisConfig {
@@ -148,10 +152,12 @@ func WithBreaker(p BreakerPolicy) StoreOption {
 	}
 }
 
-// WithMaxInFlight sets how many script calls a Redis store has in flight at
-// once (default: the go-redis client's PoolSize, so a call never waits for
-// a connection). Requests for one key share a call, so a flood of one key
-// takes one.
+// WithMaxInFlight sets how many round trips (a script call, or a pipeline
+// of them) a Redis store has in flight at once. The default is twice
+// GOMAXPROCS, at most the go-redis client's PoolSize, so a round trip never
+// waits for a connection; with batching off, the PoolSize. Decisions that
+// arrive while all are in flight wait and go together in the next: requests
+// for one key in one script call, several keys in one pipeline.
 func WithMaxInFlight(n int) StoreOption {
 	return func(c *storeConfig) {
 		if n < 1 {
@@ -200,4 +206,17 @@ func WithLogger(l *slog.Logger) StoreOption {
 		}
 		c.redis.logger = l
 	}
+}
+
+// WithBatching turns batching on (the default) or off. On, the decisions
+// in flight at one moment go to Redis together: one script call decides a
+// key's concurrent requests (up to DefaultMaxBatch) in arrival order, and
+// the calls of up to DefaultMaxKeysPerCall keys travel in one pipeline, so
+// a busy store costs Redis far fewer reads, writes and syscalls per
+// decision; an idle store sends at once, so nothing waits for a batch to
+// fill. Off, every decision is a script call and a round trip of its own:
+// for a proxy in front of Redis that mishandles pipelined EVALSHA, or to
+// count commands one per decision.
+func WithBatching(on bool) StoreOption {
+	return func(c *storeConfig) { c.redis.noBatching = !on }
 }

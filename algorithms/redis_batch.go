@@ -14,6 +14,7 @@ import (
 // that is idle sends at once: nothing waits for a batch to fill.
 type batcher struct {
 	maxActive, maxWaiting, maxBatch int
+	maxKeys                         int // keys flushed in one pipeline
 
 	mu      sync.Mutex
 	queues  map[queueKey]*keyQueue
@@ -91,8 +92,8 @@ func (w *waiter) deliver(res Result, err error) {
 	}
 }
 
-func newBatcher(maxActive, maxWaiting, maxBatch int) *batcher {
-	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, queues: map[queueKey]*keyQueue{}}
+func newBatcher(maxActive, maxWaiting, maxBatch, maxKeys int) *batcher {
+	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, maxKeys: maxKeys, queues: map[queueKey]*keyQueue{}}
 }
 
 // submit queues w for key of l and starts a flusher when one is free. It
@@ -128,14 +129,38 @@ func (b *batcher) submit(l *redisLimiter, key string, w *waiter) bool {
 	return true
 }
 
-// run flushes q, then whichever key is ready next, until none is.
+// run flushes q with the keys ready meanwhile, up to maxKeys of them in
+// one pipeline, then whatever is ready next, until nothing is.
 func (b *batcher) run(q *keyQueue) {
+	g := q.id.l.guard
 	for q != nil {
-		if batch := b.take(q, q.id.l.guard.clock()); len(batch) > 0 {
-			q.id.l.flush(q.id.key, batch)
+		qs := b.gather(q)
+		now := g.clock()
+		batches := make([]keyBatch, 0, len(qs))
+		for _, q := range qs {
+			if w := b.take(q, now); len(w) > 0 {
+				batches = append(batches, keyBatch{l: q.id.l, key: q.id.key, waiters: w})
+			}
 		}
-		q = b.next(q)
+		if len(batches) > 0 {
+			flushAll(g, batches)
+		}
+		q = b.next(qs)
 	}
+}
+
+// gather returns q and up to maxKeys-1 more keys from the front of the
+// ready line, all now this flusher's.
+func (b *batcher) gather(q *keyQueue) []*keyQueue {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := min(len(b.ready), b.maxKeys-1)
+	qs := make([]*keyQueue, 0, n+1)
+	qs = append(qs, q)
+	qs = append(qs, b.ready[:n]...)
+	clear(b.ready[:n])
+	b.ready = b.ready[n:]
+	return qs
 }
 
 // take removes up to maxBatch waiters from q and marks them sent, dropping
@@ -173,20 +198,19 @@ func (b *batcher) take(q *keyQueue, now time.Time) []*waiter {
 	return sent
 }
 
-// next returns the key the flusher that just flushed q serves next: the
-// oldest ready key, with q going to the back of the line if it has more
-// waiters, or q itself when nothing else is ready; nil when nothing is left,
-// and the flusher then ends.
-func (b *batcher) next(q *keyQueue) *keyQueue {
+// next returns the key the flusher that just flushed qs serves next: the
+// oldest ready key, with those of qs that have more waiters going to the
+// back of the line; nil when nothing is left, and the flusher then ends.
+func (b *batcher) next(qs []*keyQueue) *keyQueue {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(q.waiters) == 0 {
-		q.scheduled = false
-		delete(b.queues, q.id)
-	} else if len(b.ready) == 0 {
-		return q
-	} else {
-		b.ready = append(b.ready, q)
+	for _, q := range qs {
+		if len(q.waiters) == 0 {
+			q.scheduled = false
+			delete(b.queues, q.id)
+		} else {
+			b.ready = append(b.ready, q)
+		}
 	}
 	if len(b.ready) == 0 {
 		b.active--

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -44,9 +45,18 @@ func newGuard(cfg storeConfig, pool int) *guard {
 	}
 	inFlight := rc.maxInFlight
 	if inFlight == 0 {
-		inFlight = max(pool, 1)
+		// A few round trips in flight keep Redis busy; more would only
+		// make the pipelines shorter, and each costs Redis a read.
+		inFlight = max(1, min(pool, 2*runtime.GOMAXPROCS(0)))
+		if rc.noBatching {
+			inFlight = max(pool, 1)
+		}
 	}
-	g.batcher = newBatcher(inFlight, rc.maxWaiting, DefaultMaxBatch)
+	batch, keys := DefaultMaxBatch, DefaultMaxKeysPerCall
+	if rc.noBatching {
+		batch, keys = 1, 1
+	}
+	g.batcher = newBatcher(inFlight, rc.maxWaiting, batch, keys)
 	g.breaker = breaker.New(breaker.Config(rc.breaker), func(from, to breaker.State, reason string) {
 		level := slog.LevelWarn
 		if to == breaker.Closed {
@@ -164,70 +174,6 @@ func (l *redisLimiter) ended(ctx context.Context, key string, cost int, err erro
 		return Result{}, fmt.Errorf("algorithms: %w", context.Cause(ctx))
 	}
 	return l.fail(key, cost, fmt.Errorf("%w before Redis answered", err))
-}
-
-// flush decides a batch of one key's waiters in one script call and
-// delivers each its answer. Waiters that the denial cache now covers (a
-// denial in the previous call) are answered from it without a call.
-func (l *redisLimiter) flush(key string, batch []*waiter) {
-	g := l.guard
-	sent := g.clock()
-	probe := batch[0].call.probe // all of the batch share one call
-	live := batch[:0]
-	deadline := sent
-	for _, w := range batch {
-		if res, ok := g.denials.lookup(l, key, w.cost, sent); ok {
-			w.deliver(res, nil)
-			continue
-		}
-		live = append(live, w)
-		if w.deadline.After(deadline) {
-			deadline = w.deadline
-		}
-	}
-	if len(live) == 0 {
-		if probe {
-			g.breaker.CancelProbe()
-		}
-		return
-	}
-	costs := make([]int, len(live))
-	for i, w := range live {
-		costs[i] = w.cost
-	}
-	// The call may outlive its waiters' deadline: they are then decided
-	// locally, but the call goes on, so that a connection is not torn down
-	// for a late reply and the breaker hears of Redis's health, not of this
-	// process's pace. A call that cannot end by callTimeout has failed.
-	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(g.callTimeout()))
-	results, err := l.decide(ctx, key, costs)
-	cancel()
-	// An error reply (OOM, say) is Redis answering: the key is decided
-	// locally, but the breaker, which keeps every key away from Redis,
-	// opens only for a Redis that cannot be reached or does not answer.
-	g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, probe)
-	if err != nil {
-		g.reloadSlots()
-		if g.observer != nil {
-			g.observer.StoreError(classify(err))
-		}
-		for _, w := range live {
-			w.deliver(Result{}, err)
-		}
-		return
-	}
-	// Remember the denial of the smallest cost: it covers the most. (A
-	// waiter is not touched once delivered: its owner may reuse it.)
-	denied := -1
-	for i, w := range live {
-		if !results[i].Allowed && (denied < 0 || costs[i] < costs[denied]) {
-			denied = i
-		}
-		w.deliver(results[i], nil)
-	}
-	if denied >= 0 {
-		g.denials.remember(l, key, costs[denied], sent, results[denied])
-	}
 }
 
 // Why Redis did not decide, for the log.

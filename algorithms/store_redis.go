@@ -154,22 +154,30 @@ func (l *redisLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
 // decide runs the script once for the requests of costs on key, in order,
 // and returns their Results. Redis errors are returned wrapped.
 func (l *redisLimiter) decide(ctx context.Context, key string, costs []int) ([]Result, error) {
+	return l.run(ctx, key, costList(costs), len(costs))
+}
+
+// run runs the script once with the list of costs list, n requests, on
+// key.
+func (l *redisLimiter) run(ctx context.Context, key, list string, n int) ([]Result, error) {
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)
-	tag := hashTagSafe(key)
-	for i, suffix := range l.suffixes {
-		call.keys[i] = l.prefix + tag + suffix
-	}
-	call.args[0] = costList(costs)
+	l.keysOf(key, call.keys)
+	call.args[0] = list
 	reply, err := l.script.Run(ctx, l.client, call.keys, call.args...).Text()
 	if err != nil {
 		return nil, fmt.Errorf("algorithms: redis %s: %w", l.alg, err)
 	}
-	f := make([]int64, 5*len(costs))
+	return l.parse(reply, n)
+}
+
+// parse reads the script's reply for n requests.
+func (l *redisLimiter) parse(reply string, n int) ([]Result, error) {
+	f := make([]int64, 5*n)
 	if !parseReply(reply, f) {
 		return nil, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
 	}
-	res := make([]Result, len(costs))
+	res := make([]Result, n)
 	for i := range res {
 		v := f[5*i : 5*i+5]
 		if v[1] < 1 || v[1] > int64(len(l.limits)) {
@@ -238,4 +246,12 @@ func parseReply(s string, f []int64) bool {
 		}
 	}
 	return i == len(s)
+}
+
+// keysOf fills keys with the Redis keys of key's state, one per limit.
+func (l *redisLimiter) keysOf(key string, keys []string) {
+	tag := hashTagSafe(key)
+	for i, suffix := range l.suffixes {
+		keys[i] = l.prefix + tag + suffix
+	}
 }

@@ -1,6 +1,8 @@
 -- Decides each request of ARGV[1], a list of costs separated by spaces, in
 -- that order, all at one instant: a batch of requests for one key costs one
 -- script call and gets exactly the answers they would have got one by one.
+-- A cost written "p<cost>" is a peek: the answer such a request would get,
+-- with nothing consumed.
 -- For each request it runs check for every limit, then commit for every
 -- limit only when all of them allow it, so a request consumes from all
 -- limits or none. Time comes from the Redis server so every application
@@ -15,8 +17,9 @@ local function limit(i)
   return tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
 end
 
--- decide returns one request's answer as five integers.
-local function decide(cost)
+-- decide returns one request's answer as five integers; a peek commits
+-- nothing.
+local function decide(cost, peek)
   local allowed = 1
   local bind, bind_remaining, bind_reset = 0, 0, 0
   local deny_bind, deny_remaining, deny_retry, deny_reset = 0, 0, -1, 0
@@ -39,8 +42,10 @@ local function decide(cost)
   if allowed == 0 then
     return string.format('0 %d %d %d %d', deny_bind, deny_remaining, deny_retry, deny_reset)
   end
-  for i = 1, #KEYS do
-    commit(i, KEYS[i], now, cost, limit(i))
+  if not peek then
+    for i = 1, #KEYS do
+      commit(i, KEYS[i], now, cost, limit(i))
+    end
   end
   return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)
 end
@@ -48,7 +53,7 @@ end
 -- One string rather than an array of integers: the client decodes it with
 -- fewer allocations.
 local out = {}
-for c in string.gmatch(ARGV[1], '%d+') do
-  out[#out + 1] = decide(tonumber(c))
+for peek, c in string.gmatch(ARGV[1], '(p?)(%d+)') do
+  out[#out + 1] = decide(tonumber(c), peek == 'p')
 end
 return table.concat(out, ' ')

@@ -6,7 +6,8 @@
 // arguments), followed by driver.lua, which runs them for every limit of
 // each request. KEYS[i] holds the state of limit i; ARGV[1] is the list of
 // the requests' costs, separated by spaces ("1" for one request), decided
-// in that order at one instant; rate, period (microseconds) and burst follow
+// in that order at one instant ("p1" peeks: the answer of a request of cost
+// 1, with nothing consumed); rate, period (microseconds) and burst follow
 // for each limit, in KEYS order. The script returns, per request, five
 // integers separated by spaces: allowed (1 or 0), the binding limit's index
 // (from 1), remaining, retry-after in µs and reset-after in µs; the answers

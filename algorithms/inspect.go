@@ -1,0 +1,82 @@
+package algorithms
+
+import (
+	"context"
+	"fmt"
+)
+
+// Inspector is implemented by the Limiters New returns, on every store:
+// an operator's view of one key's state, and a way to clear it.
+type Inspector interface {
+	// Peek returns the Result a request of cost 1 for key would get now,
+	// consuming nothing: one round trip on Redis, atomic like Allow.
+	Peek(ctx context.Context, key string) (Result, error)
+	// Reset forgets key's state under every limit of the limiter, so its
+	// next request starts afresh.
+	Reset(ctx context.Context, key string) error
+}
+
+// RateLimiter is what New returns: a Limiter that describes its limits and
+// can inspect and reset a key's state.
+type RateLimiter interface {
+	Limiter
+	Describer
+	Inspector
+}
+
+// Peek implements Inspector. On Redis it runs within the store's timeout
+// (or the context's sooner deadline) whatever the client's settings, and
+// returns Redis's error, wrapped, when Redis cannot answer: an operator's
+// question has no local stand-in.
+func (l *redisLimiter) Peek(ctx context.Context, key string) (Result, error) {
+	if err := checkRequest(l.alg, l.limits, key, 1); err != nil {
+		return Result{}, err
+	}
+	var res []Result
+	err := l.within(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = l.run(ctx, key, "p1", 1)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return res[0], nil
+}
+
+// Reset implements Inspector: one DEL of the key's state under every limit
+// (one slot on Cluster: the keys share the hash tag), and the store's local
+// memory of the key (its cached denial, its local twin's state).
+func (l *redisLimiter) Reset(ctx context.Context, key string) error {
+	if err := checkRequest(l.alg, l.limits, key, 1); err != nil {
+		return err
+	}
+	keys := make([]string, len(l.limits))
+	l.keysOf(key, keys)
+	err := l.within(ctx, func(ctx context.Context) error {
+		return l.client.Del(ctx, keys...).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("algorithms: redis reset: %w", err)
+	}
+	l.guard.denials.forget(l, key)
+	if twin, ok := l.twin.(Inspector); ok {
+		return twin.Reset(ctx, key)
+	}
+	return nil
+}
+
+// within runs f with the store's deadline, returning when it passes even if
+// the client would wait longer (f then goes on in the background).
+func (l *redisLimiter) within(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, l.guard.timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("algorithms: redis: %w", context.Cause(ctx))
+	}
+}

@@ -1,0 +1,180 @@
+package algorithms
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// job is one key's share of a flush: its waiters, and what its script call
+// needs and returns.
+type job struct {
+	l       *redisLimiter
+	key     string
+	live    []*waiter // the waiters sent, in arrival order
+	costs   []int
+	call    *redisCall
+	cmd     *redis.Cmd
+	results []Result
+	err     error
+}
+
+// flushAll decides the batches of several keys, each in one script call,
+// all sent in one pipeline: a round trip and a read for many keys, which is
+// what most of Redis's work per decision is. Each key keeps its own answer,
+// error and cached denial; the breaker hears of the round trip once.
+func flushAll(g *guard, batches []keyBatch) {
+	sent := g.clock()
+	probe := false
+	deadline := sent
+	jobs := make([]*job, 0, len(batches))
+	for _, kb := range batches {
+		probe = probe || kb.waiters[0].call.probe
+		j := kb.l.prepare(kb.key, kb.waiters, sent)
+		if j == nil {
+			continue
+		}
+		for _, w := range j.live {
+			if w.deadline.After(deadline) {
+				deadline = w.deadline
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	if len(jobs) == 0 {
+		if probe {
+			g.breaker.CancelProbe()
+		}
+		return
+	}
+	// The calls may outlive their waiters' deadline: they are then decided
+	// locally, but the calls go on, so that a connection is not torn down
+	// for a late reply and the breaker hears of Redis's health, not of this
+	// process's pace. Calls that cannot end by callTimeout have failed.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(g.callTimeout()))
+	health := run(ctx, jobs)
+	cancel()
+	// An error reply (OOM, say) is Redis answering: the key is decided
+	// locally, but the breaker, which keeps every key away from Redis,
+	// opens only for a Redis that cannot be reached or does not answer.
+	g.breaker.Record(g.clock(), health == nil || classify(health) == ErrorScript, probe)
+	for _, j := range jobs {
+		j.l.finish(j, sent)
+	}
+}
+
+// keyBatch is one key's waiters taken for a flush.
+type keyBatch struct {
+	l       *redisLimiter
+	key     string
+	waiters []*waiter
+}
+
+// prepare answers the waiters the denial cache now covers (a denial in the
+// previous call) and returns the job for the rest, or nil if none is left.
+func (l *redisLimiter) prepare(key string, batch []*waiter, sent time.Time) *job {
+	live := batch[:0]
+	for _, w := range batch {
+		if res, ok := l.guard.denials.lookup(l, key, w.cost, sent); ok {
+			w.deliver(res, nil)
+			continue
+		}
+		live = append(live, w)
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	costs := make([]int, len(live))
+	for i, w := range live {
+		costs[i] = w.cost
+	}
+	return &job{l: l, key: key, live: live, costs: costs}
+}
+
+// run sends the jobs' script calls: alone as a plain call, together in one
+// pipeline, with the scripts Redis has lost sent in full once more. It
+// returns the error that says most about Redis's health: nil when Redis
+// answered every call, even with an error reply.
+func run(ctx context.Context, jobs []*job) error {
+	if len(jobs) == 1 {
+		j := jobs[0]
+		j.results, j.err = j.l.decide(ctx, j.key, j.costs)
+		return j.err
+	}
+	client := jobs[0].l.client
+	for _, j := range jobs {
+		j.call = j.l.calls.Get().(*redisCall)
+		j.l.keysOf(j.key, j.call.keys)
+		j.call.args[0] = costList(j.costs)
+	}
+	defer func() {
+		for _, j := range jobs {
+			j.l.calls.Put(j.call)
+			j.call = nil
+		}
+	}()
+	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, j := range jobs {
+			j.cmd = j.l.script.EvalSha(ctx, p, j.call.keys, j.call.args...)
+		}
+		return nil
+	})
+	var lost []*job
+	for _, j := range jobs {
+		if err := j.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			lost = append(lost, j)
+		}
+	}
+	if len(lost) > 0 {
+		// Not run: send them with the script's source, which loads it.
+		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, j := range lost {
+				j.cmd = j.l.script.Eval(ctx, p, j.call.keys, j.call.args...)
+			}
+			return nil
+		})
+	}
+	var health error
+	for _, j := range jobs {
+		reply, err := j.cmd.Text()
+		if err != nil {
+			j.err = fmt.Errorf("algorithms: redis %s: %w", j.l.alg, err)
+			if health == nil || classify(health) == ErrorScript {
+				health = j.err
+			}
+			continue
+		}
+		j.results, j.err = j.l.parse(reply, len(j.costs))
+	}
+	return health
+}
+
+// finish delivers a job's answers, or its error, and remembers a denial.
+func (l *redisLimiter) finish(j *job, sent time.Time) {
+	g := l.guard
+	if j.err != nil {
+		g.reloadSlots()
+		if g.observer != nil {
+			g.observer.StoreError(classify(j.err))
+		}
+		for _, w := range j.live {
+			w.deliver(Result{}, j.err)
+		}
+		return
+	}
+	// Remember the denial of the smallest cost: it covers the most. (A
+	// waiter is not touched once delivered: its owner may reuse it.)
+	denied := -1
+	for i, w := range j.live {
+		if !j.results[i].Allowed && (denied < 0 || j.costs[i] < j.costs[denied]) {
+			denied = i
+		}
+		w.deliver(j.results[i], nil)
+	}
+	if denied >= 0 {
+		g.denials.remember(l, j.key, j.costs[denied], sent, j.results[denied])
+	}
+}
