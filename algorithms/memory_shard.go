@@ -178,7 +178,7 @@ func (sh *memoryShard) dropTable(t *table) {
 	switch {
 	case len(sh.list) == 0:
 		sh.tables, sh.list, sh.peak = nil, nil, 0
-	case sh.peak >= shrinkMin && len(sh.list) < sh.peak/shrinkRatio:
+	case sh.peak >= 32 && len(sh.list) < sh.peak/shrinkRatio:
 		// Many limits went quiet: the tables map would keep their room.
 		tables := make(map[uint32]*table, len(sh.list))
 		for _, t := range sh.list {
