@@ -12,7 +12,7 @@ import (
 // most, and a shard holds at most shardTarget entries).
 const (
 	sweepChunk   = 64
-	evictSamples = 8 // entries compared to choose one to forget
+	evictSamples = 5 // entries compared to choose one to forget, as Redis samples 5
 )
 
 // housekeep advances the shard's sweep pass by one chunk, starting a pass
@@ -24,8 +24,8 @@ func (sh *memoryShard) housekeep(now, interval int64) int {
 		// expired since: the due pass starts over.
 		sh.sweeping, sh.forced, sh.ti, sh.ei = true, false, 0, 0
 	}
-	if !sh.sweeping {
-		return 0
+	if !sh.sweeping || sh.forced {
+		return 0 // a pass makeRoom started advances as entries are added
 	}
 	work := sh.sweepStep(now, sweepChunk)
 	if sh.ti >= len(sh.list) {
@@ -69,7 +69,8 @@ func (sh *memoryShard) makeRoom(now int64, capacity int) {
 	if !sh.sweeping {
 		sh.sweeping, sh.forced, sh.ti, sh.ei = true, true, 0, 0
 	}
-	sh.sweepStep(now, sweepChunk)
+	// A few entries per insert: a flood of new keys pays for every one.
+	sh.sweepStep(now, evictSamples)
 	if sh.ti >= len(sh.list) && sh.forced {
 		sh.sweeping = false // nextSweep stays: the due pass still comes
 	}

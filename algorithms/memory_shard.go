@@ -91,10 +91,24 @@ func (t *table) expiry(j int) int64 {
 	return e.expiry(t.alg, t.p)
 }
 
+// table returns the table of spec, or nil. Most shards hold a table or two,
+// which a scan finds sooner than the map.
+func (sh *memoryShard) table(spec uint32) *table {
+	if len(sh.list) <= 4 {
+		for _, t := range sh.list {
+			if t.spec == spec {
+				return t
+			}
+		}
+		return nil
+	}
+	return sh.tables[spec]
+}
+
 // lookup returns the entry of one limit for key and its position, or no state
 // and -1. The caller holds sh.mu.
 func (sh *memoryShard) lookup(spec uint32, key string, tag uint32) (entry, int) {
-	if t := sh.tables[spec]; t != nil {
+	if t := sh.table(spec); t != nil {
 		if j := t.index.lookup(tag, key, t.ents); j >= 0 {
 			return t.load(j), j
 		}
@@ -108,7 +122,7 @@ func (sh *memoryShard) insert(seed maphash.Seed, spec uint32, alg Algorithm, p p
 	if sh.count >= capacity {
 		sh.makeRoom(now, capacity)
 	}
-	t := sh.tables[spec]
+	t := sh.table(spec)
 	if t == nil {
 		t = &table{spec: spec, alg: alg, p: p, seed: seed}
 		if sh.tables == nil {

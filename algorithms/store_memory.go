@@ -153,7 +153,7 @@ func (l *memoryLimiter) Allow(_ context.Context, key string, cost int) (Result, 
 		for i, j := range at {
 			if j >= 0 {
 				next[i].commit(l.alg, now, l.params[i], c)
-				sh.tables[l.specs[i]].store(j, &next[i])
+				sh.table(l.specs[i]).store(j, &next[i])
 			}
 		}
 		for i, j := range at {
