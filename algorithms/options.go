@@ -71,7 +71,7 @@ func WithSweepInterval(d time.Duration) StoreOption {
 }
 
 // DefaultMaxKeys is the memory store's default bound on entries (one per key
-// and limit): about 100 MB of state at most.
+// and limit): about 70 to 80 MB of state with short keys.
 const DefaultMaxKeys = 1_000_000
 
 // minMaxKeys keeps at least 16 entries in each of 64 shards: room for one
