@@ -46,6 +46,9 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"empty prefix", NewRedisStore(nil, WithPrefix("")), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
 		{"nil redis client", NewRedisStore(nil), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
 		{"zero sweep interval", NewMemoryStore(WithSweepInterval(0)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"max keys zero", NewMemoryStore(WithMaxKeys(0)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"max keys negative", NewMemoryStore(WithMaxKeys(-1)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"max keys under 1024", NewMemoryStore(WithMaxKeys(1023)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,10 @@ package algorithms
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
+	"math"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,5 +112,86 @@ func BenchmarkMemoryAllowSerial(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkMemoryAllowNewKeys is a flood of distinct keys, one request each,
+// on a store that already holds DefaultMaxKeys entries: every request makes
+// room for its own.
+func BenchmarkMemoryAllowNewKeys(b *testing.B) {
+	l, err := New(NewMemoryStore(), FixedWindow, PerMinute(100))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range DefaultMaxKeys {
+		if _, err := l.Allow(ctx, "full/"+strconv.Itoa(i), 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := l.Allow(ctx, strconv.Itoa(i), 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMemoryAllowWhileExpiring is the requests that follow a million
+// keys going quiet, while housekeeping drops them: its worst-µs is the
+// longest a request took.
+func BenchmarkMemoryAllowWhileExpiring(b *testing.B) {
+	var mu sync.Mutex
+	now := start
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	l, err := New(NewMemoryStore(WithClock(clock)), FixedWindow, PerMinute(100))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 1_000_000 {
+		if _, err := l.Allow(ctx, ipKey(i), 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	var worst time.Duration
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if _, err := l.Allow(ctx, benchKeys[i&(len(benchKeys)-1)], 1); err != nil {
+			b.Fatal(err)
+		}
+		worst = max(worst, time.Since(t0))
+	}
+	b.ReportMetric(float64(worst.Microseconds()), "worst-µs")
+}
+
+// BenchmarkMemoryHousekeep is one request's housekeeping on a shard of
+// 250,000 expired entries.
+func BenchmarkMemoryHousekeep(b *testing.B) {
+	seed := maphash.MakeSeed()
+	p := paramsOf(PerMinute(10))
+	var sh memoryShard
+	fill := func() {
+		t0 := start.UnixMicro()
+		for i := range 250_000 {
+			key := ipKey(i)
+			_, e := entry{}.check(FixedWindow, t0, p, 1)
+			e.commit(FixedWindow, t0, p, 1)
+			sh.insert(seed, 0, FixedWindow, p, key, tagOf(maphash.String(seed, key)), &e, t0, math.MaxInt)
+		}
+	}
+	now := start.UnixMicro() + 61e6
+	for b.Loop() {
+		if sh.count == 0 {
+			b.StopTimer()
+			fill()
+			sh.nextSweep = 0
+			b.StartTimer()
+		}
+		sh.housekeep(now, 60e6)
 	}
 }

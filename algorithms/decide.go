@@ -36,7 +36,6 @@ type verdict struct {
 type entry struct {
 	a, b, c int64
 	log     timeLog // sliding window log
-	expires int64   // µs after which the entry means no state and may be dropped
 	live    bool    // false until first committed: no state, whatever the clock says
 }
 
@@ -142,25 +141,43 @@ func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 // found room in it.
 func (e *entry) commit(alg Algorithm, now int64, p params, cost int64) {
 	switch alg {
-	case FixedWindow:
+	case FixedWindow, SlidingWindowCounter:
 		e.b += cost
-		e.expires = e.a
 	case SlidingWindowLog:
 		for range cost {
 			e.log.push(now)
 		}
-		e.expires = now + p.period
-	case SlidingWindowCounter:
-		e.b += cost
-		e.expires = e.a + 2*p.period
 	case TokenBucket:
 		e.a -= cost * p.period
-		e.expires = e.b + ceilDiv(p.burst*p.period-e.a, p.rate)
 	case LeakyBucket:
 		after := (e.a-now)*p.rate + e.b + cost*p.period
 		e.a, e.b = now+after/p.rate, after%p.rate
-		e.expires = now + ceilDiv(after, p.rate)
 	}
+}
+
+// expiry is the µs from which a committed entry means no state and may be
+// dropped, as the scripts' PEXPIRE: the end of the window, or the time the
+// bucket is full again. It is computed from the state rather than stored,
+// which keeps a stored entry small.
+func (e *entry) expiry(alg Algorithm, p params) int64 {
+	switch alg {
+	case FixedWindow:
+		return e.a
+	case SlidingWindowLog:
+		// The latest time: the one commit pushed, or a later one after the
+		// clock went back, so never sooner than the script's expiry.
+		return e.log.at(int64(e.log.n)-1) + p.period
+	case SlidingWindowCounter:
+		return e.a + 2*p.period
+	case TokenBucket:
+		return e.b + ceilDiv(p.burst*p.period-e.a, p.rate)
+	case LeakyBucket:
+		if e.b > 0 {
+			return e.a + 1 // the TAT's fraction rounds up, as ceilDiv(after, rate)
+		}
+		return e.a
+	}
+	panic("algorithms: expiry of unknown algorithm " + string(alg))
 }
 
 // binding picks the limit a decision reports, by the rule the scripts share:

@@ -10,15 +10,16 @@ import (
 type StoreOption func(*storeConfig)
 
 type storeConfig struct {
-	prefix string
-	clock  func() time.Time
-	sweep  time.Duration
-	redis  redisConfig // options only the Redis store uses
-	errs   []error
+	prefix  string
+	clock   func() time.Time
+	sweep   time.Duration
+	maxKeys int
+	redis   redisConfig // options only the Redis store uses
+	errs    []error
 }
 
 func newStoreConfig(opts []StoreOption) (storeConfig, error) {
-	c := storeConfig{prefix: "rl", clock: time.Now, sweep: time.Minute, redis: defaultRedisConfig()}
+	c := storeConfig{prefix: "rl", clock: time.Now, sweep: time.Minute, maxKeys: DefaultMaxKeys, redis: defaultRedisConfig()}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -55,9 +56,10 @@ func WithClock(now func() time.Time) StoreOption {
 	}
 }
 
-// WithSweepInterval sets how often the memory store drops the state of keys
-// that went quiet (default one minute). Each shard is swept by the first
-// request it serves after the interval has passed.
+// WithSweepInterval sets how often the memory store starts a pass over each
+// shard to drop the state of keys that went quiet (default one minute). A
+// pass starts with the first request a shard serves after the interval and
+// proceeds a few entries per request, so no request waits for a whole pass.
 func WithSweepInterval(d time.Duration) StoreOption {
 	return func(c *storeConfig) {
 		if d <= 0 {
@@ -65,5 +67,31 @@ func WithSweepInterval(d time.Duration) StoreOption {
 			return
 		}
 		c.sweep = d
+	}
+}
+
+// DefaultMaxKeys is the memory store's default bound on entries (one per key
+// and limit): about 70 to 80 MB of state with short keys.
+const DefaultMaxKeys = 1_000_000
+
+// minMaxKeys keeps at least 16 entries in each of 64 shards: room for one
+// request's limits and a real choice of what to evict.
+const minMaxKeys = 1024
+
+// WithMaxKeys bounds the memory store to about n entries, one per key and
+// limit (default DefaultMaxKeys); n must be at least 1024, and math.MaxInt
+// leaves the store unbounded. The bound is split evenly over the store's
+// shards, so a shard may start evicting a little before the store holds n.
+// At the bound the store first drops expired entries, then forgets the
+// entry, among a random sample, that is nearest to a fresh state; a key it
+// forgets starts afresh, so its client gains at most one quota. See
+// MemoryStore.
+func WithMaxKeys(n int) StoreOption {
+	return func(c *storeConfig) {
+		if n < minMaxKeys {
+			c.errs = append(c.errs, fmt.Errorf("%w: max keys %d must be at least %d", ErrInvalidOption, n, minMaxKeys))
+			return
+		}
+		c.maxKeys = n
 	}
 }

@@ -3,39 +3,77 @@ package algorithms
 import (
 	"context"
 	"hash/maphash"
+	"math"
 	"sync"
 )
 
-// shardCount is a power of two, so a hash picks a shard with a mask.
+// shardCount is a power of two, so a hash picks a shard with a mask; it is
+// the number of shards of the denial cache and the least of the memory
+// store.
 const shardCount = 64
 
+// Shards: at least minShards, more for a larger bound so that no shard holds
+// more than shardTarget entries (up to maxShards). Work proportional to a
+// shard, rebuilding its maps to return memory, then stays well under a
+// millisecond.
+const (
+	minShards   = shardCount
+	maxShards   = 4096
+	shardTarget = 16384
+)
+
 // MemoryStore keeps rate-limit state in process memory. It is safe for
-// concurrent use; state is spread over shards, each with its own lock, and
-// the state of keys that went quiet is dropped by periodic sweeps. It suits
-// a single instance, tests, and a fallback for when Redis is unreachable.
+// concurrent use. It suits a single instance, tests, and a fallback for when
+// Redis is unreachable.
+//
+// State is spread over shards, each with its own lock. An entry (one key
+// under one limit) takes about 70 bytes with a key of up to 16 bytes (80 for
+// the sliding window counter): the key, two or three integers and its slot
+// in an index, with no pointer of its own. The sliding window log also keeps
+// its times, 8 bytes each.
+//
+// The store holds at most about DefaultMaxKeys entries, or the bound given
+// by WithMaxKeys, split evenly over the shards. A shard that is full and must
+// add an entry first drops expired ones; if none is, it samples a few of its
+// entries and forgets the one nearest to a fresh state: the least used share
+// of its quota, weighted by the time left until it would be fresh anyway. A
+// forgotten key starts afresh, so an attacker who forces evictions by
+// flooding new keys gains at most one quota for a key it manages to have
+// forgotten, and the entries forgotten first are those where that gain is
+// smallest; a well-used key is forgotten only when every entry sampled is
+// used as much.
+//
+// Expired entries are dropped by passes over each shard (see
+// WithSweepInterval) that examine a few entries per request, so no request
+// waits for a whole shard. A shard's maps are rebuilt when a pass finds them
+// at a quarter of their peak, so memory returns after a flood of keys goes
+// quiet, and a limit with no entries left in a shard leaves nothing there.
+// Housekeeping happens on requests: a shard that serves none keeps what it
+// holds.
 type MemoryStore struct {
-	cfg    storeConfig
-	err    error
-	seed   maphash.Seed
-	shards [shardCount]memoryShard
+	cfg      storeConfig
+	err      error
+	seed     maphash.Seed
+	shards   []memoryShard
+	shardCap int // entries one shard holds at most
 
 	mu    sync.Mutex
 	specs map[string]uint32 // algorithm and limit -> the id entries are filed under
-}
-
-type memoryShard struct {
-	mu        sync.Mutex
-	entries   []map[string]*entry // by limit id, then by the caller's key
-	nextSweep int64               // µs
-	_         [24]byte            // pads the shard to 64 bytes: one cache line, no false sharing
 }
 
 // NewMemoryStore returns a store that keeps state in process memory. Options
 // it cannot use make New return their error.
 func NewMemoryStore(opts ...StoreOption) Store {
 	cfg, err := newStoreConfig(opts)
-	s := &MemoryStore{cfg: cfg, err: err, seed: maphash.MakeSeed(), specs: map[string]uint32{}}
-	return s
+	n := minShards
+	for n < maxShards && cfg.maxKeys/n > shardTarget {
+		n *= 2
+	}
+	return &MemoryStore{
+		cfg: cfg, err: err, seed: maphash.MakeSeed(), specs: map[string]uint32{},
+		// Positions in a table are 32-bit.
+		shards: make([]memoryShard, n), shardCap: min(cfg.maxKeys/n, math.MaxInt32),
+	}
 }
 
 // Len reports how many entries the store holds, expired or not, for tests
@@ -45,9 +83,7 @@ func (s *MemoryStore) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, m := range sh.entries {
-			n += len(m)
-		}
+		n += sh.count
 		sh.mu.Unlock()
 	}
 	return n
@@ -89,31 +125,42 @@ func (l *memoryLimiter) Allow(_ context.Context, key string, cost int) (Result, 
 		return Result{}, err
 	}
 	s := l.store
-	now := s.cfg.clock().UnixMicro()
-	sh := &s.shards[maphash.String(s.seed, key)&(shardCount-1)]
+	h := maphash.String(s.seed, key)
+	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
 	c := int64(cost)
 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if now >= sh.nextSweep {
-		sh.sweep(now)
-		sh.nextSweep = now + s.cfg.sweep.Microseconds()
-	}
+	// The time is read under the lock: a request that waited for it must not
+	// decide with the time it arrived, before the requests that went first.
+	now := s.cfg.clock().UnixMicro()
+	// Housekeeping moves entries, so it runs before any is looked up.
+	sh.housekeep(now, s.cfg.sweep.Microseconds())
+
 	// Most limiters have one or two limits; the arrays keep them off the heap.
-	var storedBuf [4]*entry
+	var atBuf [4]int
 	var nextBuf [4]entry
-	stored, next := storedBuf[:0], nextBuf[:0]
+	at, next := atBuf[:0], nextBuf[:0]
 	b := newBinding()
 	for i, spec := range l.specs {
-		e := sh.lookup(spec, key)
+		e, j := sh.lookup(spec, key, tag)
 		v, n := e.check(l.alg, now, l.params[i], c)
 		b.add(i, v)
-		stored, next = append(stored, e), append(next, n)
+		at, next = append(at, j), append(next, n)
 	}
 	if b.allowed {
-		for i, e := range stored {
-			*e = next[i]
-			e.commit(l.alg, now, l.params[i], c)
+		// Stored entries first: adding one may evict others and move them.
+		for i, j := range at {
+			if j >= 0 {
+				next[i].commit(l.alg, now, l.params[i], c)
+				sh.table(l.specs[i]).store(j, &next[i])
+			}
+		}
+		for i, j := range at {
+			if j < 0 {
+				next[i].commit(l.alg, now, l.params[i], c)
+				sh.insert(s.seed, l.specs[i], l.alg, l.params[i], key, tag, &next[i], now, s.shardCap)
+			}
 		}
 	}
 	return b.result(l.alg, l.limits), nil
@@ -121,29 +168,3 @@ func (l *memoryLimiter) Allow(_ context.Context, key string, cost int) (Result, 
 
 // Policies implements Describer.
 func (l *memoryLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
-
-// lookup returns the entry of one limit for key, creating it when missing.
-// The caller holds sh.mu.
-func (sh *memoryShard) lookup(spec uint32, key string) *entry {
-	for int(spec) >= len(sh.entries) {
-		sh.entries = append(sh.entries, map[string]*entry{})
-	}
-	m := sh.entries[spec]
-	e := m[key]
-	if e == nil {
-		e = &entry{}
-		m[key] = e
-	}
-	return e
-}
-
-// sweep drops entries whose state no longer matters. The caller holds sh.mu.
-func (sh *memoryShard) sweep(now int64) {
-	for _, m := range sh.entries {
-		for k, e := range m {
-			if e.expires <= now {
-				delete(m, k)
-			}
-		}
-	}
-}
