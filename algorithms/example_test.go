@@ -62,3 +62,27 @@ func ExampleNewRedisStore() {
 	}
 	fmt.Println(r.Allowed, r.Remaining)
 }
+
+// An operator looks at a client's state without spending its quota, then
+// clears it.
+func ExampleRateLimiter_peekAndReset() {
+	store := algorithms.NewMemoryStore()
+	limiter, err := algorithms.New(store, algorithms.SlidingWindowCounter, algorithms.PerMinute(3))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for range 3 {
+		limiter.Allow(ctx, "user:42", 1)
+	}
+	r, _ := limiter.Peek(ctx, "user:42")
+	fmt.Printf("peek: allowed=%v remaining=%d\n", r.Allowed, r.Remaining)
+	if err := limiter.Reset(ctx, "user:42"); err != nil {
+		panic(err)
+	}
+	r, _ = limiter.Peek(ctx, "user:42")
+	fmt.Printf("after reset: allowed=%v remaining=%d\n", r.Allowed, r.Remaining)
+	// Output:
+	// peek: allowed=false remaining=0
+	// after reset: allowed=true remaining=2
+}

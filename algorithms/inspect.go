@@ -60,10 +60,7 @@ func (l *redisLimiter) Reset(ctx context.Context, key string) error {
 		return fmt.Errorf("algorithms: redis reset: %w", err)
 	}
 	l.guard.denials.forget(l, key)
-	if twin, ok := l.twin.(Inspector); ok {
-		return twin.Reset(ctx, key)
-	}
-	return nil
+	return l.twin.(Inspector).Reset(ctx, key)
 }
 
 // within runs f with the store's deadline, returning when it passes even if

@@ -280,7 +280,7 @@ var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter
 // algorithm and limit share state per key; limiters that differ in either
 // never do.
 type Store interface {
-	newLimiter(alg Algorithm, limits []Limit) (Limiter, error)
+	newLimiter(alg Algorithm, limits []Limit) (RateLimiter, error)
 }
 
 // New returns a Limiter that enforces every one of limits with alg, on store.
@@ -289,7 +289,7 @@ type Store interface {
 // algorithm, an empty list of limits, a limit alg cannot enforce (see
 // ValidateFor) and two limits that alg treats as one (the window algorithms
 // ignore Burst).
-func New(store Store, alg Algorithm, limits ...Limit) (Limiter, error) {
+func New(store Store, alg Algorithm, limits ...Limit) (RateLimiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
 	}

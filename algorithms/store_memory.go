@@ -89,7 +89,7 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-func (s *MemoryStore) newLimiter(alg Algorithm, limits []Limit) (Limiter, error) {
+func (s *MemoryStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, error) {
 	if s.err != nil {
 		return nil, s.err
 	}

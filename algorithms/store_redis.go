@@ -87,7 +87,7 @@ func poolSize(client redis.UniversalClient) int {
 	return 10 * runtime.GOMAXPROCS(0)
 }
 
-func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (Limiter, error) {
+func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, error) {
 	if s.err != nil {
 		return nil, s.err
 	}

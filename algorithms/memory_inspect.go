@@ -1,0 +1,47 @@
+package algorithms
+
+import (
+	"context"
+	"hash/maphash"
+)
+
+// Peek implements Inspector: the Result a request of cost 1 would get now,
+// under the shard's lock, with nothing stored.
+func (l *memoryLimiter) Peek(_ context.Context, key string) (Result, error) {
+	if err := checkRequest(l.alg, l.limits, key, 1); err != nil {
+		return Result{}, err
+	}
+	s := l.store
+	h := maphash.String(s.seed, key)
+	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.cfg.clock().UnixMicro()
+	b := newBinding()
+	for i, spec := range l.specs {
+		e, _ := sh.lookup(spec, key, tag)
+		v, _ := e.check(l.alg, now, l.params[i], 1)
+		b.add(i, v)
+	}
+	return b.result(l.alg, l.limits), nil
+}
+
+// Reset implements Inspector: key's entries under every limit are dropped.
+func (l *memoryLimiter) Reset(_ context.Context, key string) error {
+	if err := checkRequest(l.alg, l.limits, key, 1); err != nil {
+		return err
+	}
+	s := l.store
+	h := maphash.String(s.seed, key)
+	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, spec := range l.specs {
+		if t := sh.table(spec); t != nil {
+			if j := t.index.lookup(tag, key, t.ents); j >= 0 {
+				sh.remove(t, j)
+			}
+		}
+	}
+	return nil
+}
