@@ -31,6 +31,17 @@ func Addrs(n int) []string {
 	return out
 }
 
+// OtherAddrs returns n client addresses ("11.a.b.c:40000") that none of
+// Addrs' are, for priming a middleware (its connections, Redis's script
+// cache) without touching the identities to be measured.
+func OtherAddrs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "11" + IP(i)[2:] + ":40000"
+	}
+	return out
+}
+
 // IP returns the i-th client address without a port: 10.a.b.c, with a.b.c
 // the 24 low bits of i.
 func IP(i int) string {
@@ -55,6 +66,9 @@ type Result struct {
 	RedisTicks int64
 	// Unexpected counts responses whose status was not the wanted one.
 	Unexpected int64
+	// Served counts every request served by the benchmark, the ramp-up
+	// runs that testing makes before the timed one included.
+	Served int64
 }
 
 // ReqPerSec is the throughput, requests a second.
@@ -125,6 +139,7 @@ func Measure(h http.Handler, addrs []string, g, want int, cpu CPUReader) (Result
 		lastTicks int64 = -1
 		cpuErr    error
 		bad       atomic.Int64
+		served    int64
 	)
 	br := testing.Benchmark(func(b *testing.B) {
 		b.ReportAllocs()
@@ -135,6 +150,7 @@ func Measure(h http.Handler, addrs []string, g, want int, cpu CPUReader) (Result
 		bad.Store(0)
 		var next atomic.Int64
 		n := int64(b.N)
+		served += n
 		var wg sync.WaitGroup
 		var before int64
 		if cpu != nil {
@@ -193,6 +209,7 @@ func Measure(h http.Handler, addrs []string, g, want int, cpu CPUReader) (Result
 		BytesPerOp:  br.AllocedBytesPerOp(),
 		RedisTicks:  lastTicks,
 		Unexpected:  bad.Load(),
+		Served:      served,
 	}, nil
 }
 

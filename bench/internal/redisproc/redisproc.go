@@ -165,22 +165,50 @@ func (s *Server) FlushAll(ctx context.Context) error {
 	return nil
 }
 
-// UsedMemory returns INFO memory's used_memory, in bytes.
+// settle is how long UsedMemory waits for the server's periodic client
+// bookkeeping (10 times a second, a few clients each time) to have visited
+// every client since the last burst of traffic.
+const settle = 1500 * time.Millisecond
+
+// UsedMemory returns INFO memory's used_memory less mem_clients_normal, in
+// bytes: the memory the server holds apart from its clients' query and
+// output buffers, which grow and shrink with the load (tens of KiB per
+// busy connection) and would otherwise swamp the data's growth. The
+// server accounts for client buffers only in its periodic bookkeeping, so
+// it first waits for that to catch up with the traffic just sent.
 func (s *Server) UsedMemory(ctx context.Context) (int64, error) {
+	select {
+	case <-time.After(settle):
+	case <-ctx.Done():
+		return 0, fmt.Errorf("wait for redis-server's memory figures: %w", ctx.Err())
+	}
 	info, err := s.admin.Info(ctx, "memory").Result()
 	if err != nil {
 		return 0, fmt.Errorf("INFO memory: %w", err)
 	}
+	used, err := infoInt(info, "used_memory")
+	if err != nil {
+		return 0, err
+	}
+	clients, err := infoInt(info, "mem_clients_normal")
+	if err != nil {
+		return 0, err
+	}
+	return used - clients, nil
+}
+
+// infoInt returns the integer field name of an INFO reply.
+func infoInt(info, name string) (int64, error) {
 	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("parse used_memory %q: %w", v, err)
+				return 0, fmt.Errorf("parse INFO's %s %q: %w", name, v, err)
 			}
 			return n, nil
 		}
 	}
-	return 0, errors.New("INFO memory has no used_memory line")
+	return 0, fmt.Errorf("INFO has no %s line", name)
 }
 
 // DBSize returns the number of keys in the current database.
@@ -248,4 +276,18 @@ func freePort() (int, error) {
 		return 0, fmt.Errorf("close the probe listener: %w", err)
 	}
 	return port, nil
+}
+
+// Version returns INFO server's redis_version.
+func (s *Server) Version(ctx context.Context) (string, error) {
+	info, err := s.admin.Info(ctx, "server").Result()
+	if err != nil {
+		return "", fmt.Errorf("INFO server: %w", err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v, nil
+		}
+	}
+	return "", errors.New("INFO server has no redis_version line")
 }
