@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/bench/internal/harness"
+	"github.com/redlimit/redlimit/bench/internal/redisproc"
 	"github.com/redlimit/redlimit/bench/internal/subjects"
 )
 
@@ -68,7 +69,7 @@ func (r *runner) measureOne(ctx context.Context, s subjects.Subject, env subject
 		return sample{}, err
 	}
 	standIns0, cached0 := counters(inst)
-	res, err := harness.Measure(inst.Handler, addrs, g, want, cpu)
+	res, err := harness.Measure(inst.Handler, addrs, g, want, cpu, redisproc.SelfCPUTicks)
 	if err != nil {
 		return sample{}, fmt.Errorf("measure %s at g=%d: %w", s.Name, g, err)
 	}
@@ -159,7 +160,7 @@ func (r *runner) compareTable(ctx context.Context, subs []subjects.Subject, env 
 			t.header = append(t.header, fmt.Sprintf("g=%d req/s", g))
 		}
 	}
-	t.header = append(t.header, "allocs/op", "redis CPU µs/decision", fmt.Sprintf("g=%d req/s ÷ best peer", ref))
+	t.header = append(t.header, "allocs/op", "app CPU µs/op", "redis CPU µs/decision", fmt.Sprintf("g=%d req/s ÷ best peer", ref))
 	var notes []string
 	for i, s := range subs {
 		res := results[i]
@@ -171,6 +172,7 @@ func (r *runner) compareTable(ctx context.Context, subs []subjects.Subject, env 
 			}
 		}
 		row = append(row, thousands(res.medianOf(ref, func(x sample) float64 { return float64(x.AllocsPerOp) })))
+		row = append(row, decimal(res.medianOf(ref, func(x sample) float64 { return x.AppMicrosPerOp(r.hz) }), 1))
 		row = append(row, decimal(res.medianOf(ref, func(x sample) float64 { return x.RedisMicrosPerOp(r.hz) }), 1))
 		rps := res.medianOf(ref, func(x sample) float64 { return x.ReqPerSec() })
 		row = append(row, ratio(rps, best[s.Kind]))
@@ -184,7 +186,8 @@ func (r *runner) compareTable(ctx context.Context, subs []subjects.Subject, env 
 	return t, notes, nil
 }
 
-// kindsNote explains the ratio column.
+// kindsNote explains the columns measured at the reference concurrency.
 func kindsNote(ref int) string {
-	return fmt.Sprintf("The last column divides a row's g=%d req/s by the best peer's of the same kind: memory rows by the fastest in-memory peer, Redis rows by the fastest Redis-backed peer.", ref)
+	return fmt.Sprintf("allocs/op, app CPU (this process: middleware, handler, recorder, Redis client) and redis CPU (the redis-server's utime+stime) are at g=%d. "+
+		"The last column divides a row's g=%d req/s by the best peer's of the same kind: memory rows by the fastest in-memory peer, Redis rows by the fastest Redis-backed peer.", ref, ref)
 }

@@ -64,6 +64,10 @@ type Result struct {
 	// RedisTicks is the redis-server's CPU time during the timed run, in
 	// clock ticks; -1 when not read.
 	RedisTicks int64
+	// AppTicks is this process's CPU time during the timed run (the
+	// middleware, the handler, the recorders, the Redis client), in clock
+	// ticks; -1 when not read.
+	AppTicks int64
 	// Unexpected counts responses whose status was not the wanted one.
 	Unexpected int64
 	// Served counts every request served by the benchmark, the ramp-up
@@ -82,10 +86,20 @@ func (r Result) ReqPerSec() float64 {
 // RedisMicrosPerOp is the redis-server's CPU time per request in µs, given
 // the clock ticks per second; negative when not measured.
 func (r Result) RedisMicrosPerOp(hz int64) float64 {
-	if r.RedisTicks < 0 || r.N == 0 || hz <= 0 {
+	return perOp(r.RedisTicks, r.N, hz)
+}
+
+// AppMicrosPerOp is this process's CPU time per request in µs, given the
+// clock ticks per second; negative when not measured.
+func (r Result) AppMicrosPerOp(hz int64) float64 {
+	return perOp(r.AppTicks, r.N, hz)
+}
+
+func perOp(ticks int64, n int, hz int64) float64 {
+	if ticks < 0 || n == 0 || hz <= 0 {
 		return -1
 	}
-	return float64(r.RedisTicks) * 1e6 / float64(hz) / float64(r.N)
+	return float64(ticks) * 1e6 / float64(hz) / float64(n)
 }
 
 // Warm serves each address passes times from g goroutines, so that the
@@ -132,11 +146,13 @@ func contains(list []int, v int) bool {
 // Measure runs h as a Go benchmark with g goroutines sharing b.N, each
 // request from the next address in addrs (each goroutine starts at its own
 // place), and checks every response's status against want. The benchmark
-// time is testing's -test.benchtime (see SetBenchtime). cpu, if not nil,
-// is read before and after the timed run.
-func Measure(h http.Handler, addrs []string, g, want int, cpu CPUReader) (Result, error) {
+// time is testing's -test.benchtime (see SetBenchtime). cpu and app, where
+// not nil, are read before and after the timed run: the redis-server's CPU
+// time and this process's.
+func Measure(h http.Handler, addrs []string, g, want int, cpu, app CPUReader) (Result, error) {
 	var (
 		lastTicks int64 = -1
+		appTicks  int64 = -1
 		cpuErr    error
 		bad       atomic.Int64
 		served    int64
@@ -152,13 +168,7 @@ func Measure(h http.Handler, addrs []string, g, want int, cpu CPUReader) (Result
 		n := int64(b.N)
 		served += n
 		var wg sync.WaitGroup
-		var before int64
-		if cpu != nil {
-			var err error
-			if before, err = cpu(); err != nil {
-				cpuErr = err
-			}
-		}
+		before, appBefore := read(cpu, &cpuErr), read(app, &cpuErr)
 		b.ResetTimer()
 		for w := range g {
 			wg.Add(1)
@@ -189,15 +199,14 @@ func Measure(h http.Handler, addrs []string, g, want int, cpu CPUReader) (Result
 		wg.Wait()
 		b.StopTimer()
 		if cpu != nil {
-			after, err := cpu()
-			if err != nil {
-				cpuErr = err
-			}
-			lastTicks = after - before
+			lastTicks = read(cpu, &cpuErr) - before
+		}
+		if app != nil {
+			appTicks = read(app, &cpuErr) - appBefore
 		}
 	})
 	if cpuErr != nil {
-		return Result{}, fmt.Errorf("read redis-server's CPU time: %w", cpuErr)
+		return Result{}, fmt.Errorf("read CPU time: %w", cpuErr)
 	}
 	if br.N == 0 {
 		return Result{}, fmt.Errorf("the benchmark did not run (did it fail?)")
@@ -208,9 +217,22 @@ func Measure(h http.Handler, addrs []string, g, want int, cpu CPUReader) (Result
 		AllocsPerOp: br.AllocsPerOp(),
 		BytesPerOp:  br.AllocedBytesPerOp(),
 		RedisTicks:  lastTicks,
+		AppTicks:    appTicks,
 		Unexpected:  bad.Load(),
 		Served:      served,
 	}, nil
+}
+
+// read returns what r reads, 0 for a nil r; it records an error in errp.
+func read(r CPUReader, errp *error) int64 {
+	if r == nil {
+		return 0
+	}
+	v, err := r()
+	if err != nil {
+		*errp = err
+	}
+	return v
 }
 
 // SetBenchtime sets the time (or "Nx" count) of every later Measure, as

@@ -223,11 +223,18 @@ func (s *Server) DBSize(ctx context.Context) (int64, error) {
 // CPUTicks returns the server's user plus system CPU time so far, in clock
 // ticks (see ClockTicks), read from /proc/<pid>/stat.
 func (s *Server) CPUTicks() (int64, error) {
-	return procCPUTicks(s.PID())
+	return ProcessCPUTicks(s.PID())
 }
 
-// procCPUTicks reads utime + stime of a process from /proc/<pid>/stat.
-func procCPUTicks(pid int) (int64, error) {
+// SelfCPUTicks returns this process's user plus system CPU time so far, in
+// clock ticks.
+func SelfCPUTicks() (int64, error) {
+	return ProcessCPUTicks(os.Getpid())
+}
+
+// ProcessCPUTicks reads utime + stime of a process from /proc/<pid>/stat,
+// in clock ticks.
+func ProcessCPUTicks(pid int) (int64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, fmt.Errorf("read the CPU time of pid %d: %w", pid, err)
