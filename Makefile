@@ -7,6 +7,8 @@
 #   make fuzz [FUZZTIME=30s] [PKG=./...]  run every fuzz target in turn
 #   make plots                draw docs/admitted-*.png, the algorithms under the same traffic
 #   make loadtest [ARGS="..."] flood 3 example instances sharing one redis-server (about a minute)
+#   make bench-compare [ARGS="..."]  redlimit against its peers, one markdown report (about 6 minutes)
+#   make bench-http [ARGS="..."]     only the real-HTTP part of it, under wrk (about a minute)
 
 SHELL := /bin/bash
 
@@ -20,7 +22,7 @@ ARGS     ?=
 # so the library's users never inherit it as a dependency.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@latest
 
-.PHONY: test bench lint run fuzz loadtest plots
+.PHONY: test bench lint run fuzz loadtest plots bench-compare bench-http
 
 # The real-Redis tests need redis-server and redis-sentinel; the script installs them where it
 # can and explains where it cannot. Packages run one at a time (-p 1): the
@@ -78,3 +80,14 @@ loadtest:
 # library never becomes a dependency of the library's users.
 plots:
 	cd docs/plots && $(GO) run . -out ..
+
+# The comparison with other rate limiters is a module of its own (bench), so
+# the peers never become dependencies of the library's users, and the root's
+# "go test ./..." (make test) never runs it. It starts its own redis-server
+# on a free loopback port and stops it by PID; tables go to standard output,
+# progress to standard error. Flags: cd bench && go run ./cmd/compare -h.
+bench-compare:
+	cd bench && $(GO) run ./cmd/compare $(ARGS)
+
+bench-http:
+	cd bench && $(GO) run ./cmd/compare -sections http $(ARGS)

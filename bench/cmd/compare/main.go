@@ -1,0 +1,331 @@
+// Command compare runs redlimit's middleware and its peers' behind the same
+// trivial handler, at the same limit, keyed by client IP over many clients,
+// against one redis-server that it starts and stops itself, and prints
+// markdown tables: a Go benchmark of each at several concurrencies, the
+// same when most requests are denied, redlimit's Redis store against the
+// number of identities, Redis memory per identity, and a real net/http
+// server under wrk. Progress goes to standard error; run with -h for the
+// flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/bench/internal/redisproc"
+	"github.com/redlimit/redlimit/bench/internal/subjects"
+)
+
+// config is the command line.
+type config struct {
+	benchtime    time.Duration
+	count        int
+	gs           []int
+	clients      int
+	rate         int
+	period       time.Duration
+	pool         int
+	sections     map[string]bool
+	only         *regexp.Regexp
+	sweepAlgs    []algorithms.Algorithm
+	sweepSizes   []int
+	memoryKeys   int
+	httpDuration time.Duration
+	conns        int
+	wrkThreads   int
+	wrk          string
+}
+
+var allSections = []string{"compare", "denied", "sweep", "memory", "http"}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	var cfg config
+	var gs, sections, only, sweepAlgs, sweepSizes string
+	fs.DurationVar(&cfg.benchtime, "benchtime", 500*time.Millisecond, "time of each benchmark run (after the first round, a fixed count of iterations of about this time)")
+	fs.IntVar(&cfg.count, "count", 3, "rounds of every measurement; tables show medians")
+	fs.StringVar(&gs, "g", "2,50,256", "concurrent goroutines; the middle one is the reference for req/s, allocs and Redis CPU")
+	fs.IntVar(&cfg.clients, "clients", 10_000, "client IPs the requests are spread over")
+	fs.IntVar(&cfg.rate, "rate", 1_000_000, "limit per period of every middleware, high enough that nearly all requests pass")
+	fs.DurationVar(&cfg.period, "period", time.Minute, "the limit's period")
+	fs.IntVar(&cfg.pool, "pool", 50, "go-redis pool size of every Redis-backed middleware")
+	fs.StringVar(&sections, "sections", strings.Join(allSections, ","), "sections to run, of "+strings.Join(allSections, ","))
+	fs.StringVar(&only, "only", "", "run only the middlewares whose name matches this regular expression (the bare handler always runs)")
+	fs.StringVar(&sweepAlgs, "sweep-algs", string(algorithms.SlidingWindowCounter), "algorithms of the identities sweep, comma-separated, or \"all\"")
+	fs.StringVar(&sweepSizes, "sweep-sizes", "1000,10000,100000,1000000", "identity counts of the sweep")
+	fs.IntVar(&cfg.memoryKeys, "memory-keys", 100_000, "distinct identities for the Redis memory table")
+	fs.DurationVar(&cfg.httpDuration, "http-duration", 3*time.Second, "wrk's duration per run (whole seconds)")
+	fs.IntVar(&cfg.conns, "conns", 50, "wrk's connections")
+	fs.IntVar(&cfg.wrkThreads, "wrk-threads", 1, "wrk's threads")
+	fs.StringVar(&cfg.wrk, "wrk", "wrk", "the wrk program")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	var err error
+	if cfg.gs, err = parseInts(gs); err != nil {
+		return cfg, fmt.Errorf("-g: %w", err)
+	}
+	if cfg.sweepSizes, err = parseInts(sweepSizes); err != nil {
+		return cfg, fmt.Errorf("-sweep-sizes: %w", err)
+	}
+	if cfg.only, err = regexp.Compile(only); err != nil {
+		return cfg, fmt.Errorf("-only: %w", err)
+	}
+	cfg.sections = map[string]bool{}
+	for s := range strings.SplitSeq(sections, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.sections[s] = true
+		}
+	}
+	if sweepAlgs == "all" {
+		cfg.sweepAlgs = algorithms.Algorithms
+	} else {
+		for a := range strings.SplitSeq(sweepAlgs, ",") {
+			cfg.sweepAlgs = append(cfg.sweepAlgs, algorithms.Algorithm(strings.TrimSpace(a)))
+		}
+	}
+	if cfg.count < 1 || cfg.clients < 1 || cfg.rate < 1 || cfg.pool < 1 || cfg.benchtime <= 0 || cfg.period <= 0 {
+		return cfg, errors.New("-count, -clients, -rate, -pool, -benchtime and -period must be positive")
+	}
+	return cfg, nil
+}
+
+func main() {
+	testing.Init() // registers -test.benchtime, which testing.Benchmark reads
+	cfg, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the redis-server, stops it (and any wrk) by PID on return or
+// on SIGINT/SIGTERM, and prints the sections' tables to out.
+func run(cfg config, out io.Writer) error {
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}
+	srv, err := redisproc.Start()
+	if err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	defer srv.Stop()
+	procs := &procTable{running: map[*exec.Cmd]struct{}{}}
+	defer procs.killAll()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		// A benchmark run cannot be interrupted, so stop everything started
+		// here by its PID and leave at once.
+		logf("compare: %v: stopping wrk and redis-server (pid %d)", sig, srv.PID())
+		cancel()
+		procs.killAll()
+		srv.Stop()
+		os.Exit(130)
+	}()
+
+	hz, assumed := redisproc.ClockTicks()
+	version, err := srv.Version(ctx)
+	if err != nil {
+		return err
+	}
+	r := &runner{cfg: cfg, redis: srv, hz: hz, log: logf, estimates: map[string]float64{}}
+	env := subjects.Env{RedisAddr: srv.Addr, PoolSize: cfg.pool, Rate: cfg.rate, Period: cfg.period}
+	started := time.Now()
+	var took []string // each section's time
+	done := func(name string, since time.Time) {
+		took = append(took, fmt.Sprintf("%s %v", name, time.Since(since).Round(time.Second)))
+	}
+
+	fmt.Fprintf(out, "Go %s, GOMAXPROCS %d, %s/%s; redis-server %s on loopback (pid %d); CLK_TCK %d%s.\n",
+		strings.TrimPrefix(runtime.Version(), "go"), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, version, srv.PID(), hz, assumedNote(assumed))
+	fmt.Fprintf(out, "Limit %d per %v (the sliding window log: %d, its maximum), %d client IPs, go-redis pool %d, benchtime %v, count %d (medians).\n\n",
+		cfg.rate, cfg.period, min(cfg.rate, algorithms.MaxSlidingLogRate), cfg.clients, cfg.pool, cfg.benchtime, cfg.count)
+
+	subs := filter(cfg.only, subjects.All())
+	ref := cfg.gs[len(cfg.gs)/2]
+	if cfg.sections["compare"] {
+		sectionStart := time.Now()
+		t, notes, err := r.compareTable(ctx, subs, env, cfg.gs, 1, 204)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "**Nearly all allowed** (Go benchmark, httptest recorder, direct ServeHTTP):\n\n")
+		t.write(out)
+		writeNotes(out, append([]string{kindsNote(ref)}, notes...))
+		done("compare", sectionStart)
+	}
+	if cfg.sections["denied"] {
+		sectionStart := time.Now()
+		denied := append(filter(cfg.only, subjects.All())[1:],
+			subjects.RedlimitRedisSubject(algorithms.SlidingWindowCounter, "denial cache off", algorithms.WithDenialCache(0)))
+		denv := env
+		denv.Rate, denv.Period = 1, time.Hour
+		t, notes, err := r.compareTable(ctx, denied, denv, []int{ref}, 2, 429)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "**Nearly all denied** (1 per hour, every client already over it; g=%d):\n\n", ref)
+		t.write(out)
+		writeNotes(out, append([]string{kindsNote(ref)}, notes...))
+		done("denied", sectionStart)
+	}
+	if cfg.sections["sweep"] {
+		sectionStart := time.Now()
+		t, notes, err := r.sweepTable(ctx, cfg.sweepAlgs, env, cfg.sweepSizes, ref)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "**redlimit's Redis store against the number of identities** (g=%d; Redis used_memory growth per identity after each identity's first request):\n\n", ref)
+		t.write(out)
+		writeNotes(out, notes)
+		done("sweep", sectionStart)
+	}
+	if cfg.sections["memory"] {
+		sectionStart := time.Now()
+		var redisSubs []subjects.Subject
+		for _, s := range subs {
+			if s.Kind == subjects.Redis {
+				redisSubs = append(redisSubs, s)
+			}
+		}
+		// A low limit, so that no algorithm's state expires while the
+		// identities are added: a full bucket needs no state, and at the
+		// high limit a bucket is full again within microseconds.
+		menv := env
+		menv.Rate, menv.Period = 100, time.Hour
+		t, err := r.memoryTable(ctx, redisSubs, menv, cfg.memoryKeys)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "**Redis memory per identity** (%d identities, one request each, at %d per %v so that no state expires meanwhile; used_memory growth and keys added, divided by identities):\n\n",
+			cfg.memoryKeys, menv.Rate, menv.Period)
+		t.write(out)
+		fmt.Fprintln(out)
+		done("memory", sectionStart)
+	}
+	if cfg.sections["http"] {
+		sectionStart := time.Now()
+		t, notes, err := r.httpTable(ctx, httpSubjects(cfg.only), env, procs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "**Real HTTP**: net/http on loopback, wrk -t%d -c%d -d%v, %d clients by X-Forwarded-For from a trusted loopback proxy:\n\n",
+			cfg.wrkThreads, cfg.conns, cfg.httpDuration, cfg.clients)
+		t.write(out)
+		writeNotes(out, notes)
+		done("http", sectionStart)
+	}
+	fmt.Fprintf(out, "Total time: %v (%s).\n", time.Since(started).Round(time.Second), strings.Join(took, ", "))
+	return nil
+}
+
+// httpSubjects are the real-HTTP rows: bare, the fastest-to-build peers and
+// redlimit on both stores with the sliding window counter.
+func httpSubjects(only *regexp.Regexp) []subjects.Subject {
+	var out []subjects.Subject
+	for _, s := range subjects.All() {
+		if s.Kind == subjects.None || s.Peer || strings.HasSuffix(s.Name, string(algorithms.SlidingWindowCounter)) {
+			out = append(out, s)
+		}
+	}
+	return filter(only, out)
+}
+
+// filter keeps the bare handler and the subjects whose name matches only.
+func filter(only *regexp.Regexp, subs []subjects.Subject) []subjects.Subject {
+	var out []subjects.Subject
+	for _, s := range subs {
+		if s.Kind == subjects.None || only.MatchString(s.Name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func writeNotes(out io.Writer, notes []string) {
+	fmt.Fprintln(out)
+	for _, n := range notes {
+		fmt.Fprintf(out, "- %s\n", n)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(out)
+	}
+}
+
+func assumedNote(assumed bool) string {
+	if assumed {
+		return " (getconf failed; assumed)"
+	}
+	return " (from getconf)"
+}
+
+// procTable tracks the child processes (wrk) running, so that an
+// interrupt stops each by its PID.
+type procTable struct {
+	mu      sync.Mutex
+	running map[*exec.Cmd]struct{}
+	closed  bool
+}
+
+// start starts cmd unless the table is closed.
+func (p *procTable) start(cmd *exec.Cmd) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("stopping")
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	p.running[cmd] = struct{}{}
+	return nil
+}
+
+// wait waits for cmd and forgets it.
+func (p *procTable) wait(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	p.mu.Lock()
+	delete(p.running, cmd)
+	p.mu.Unlock()
+	return err
+}
+
+// killAll kills every running child by its PID and refuses new ones.
+func (p *procTable) killAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for cmd := range p.running {
+		_ = cmd.Process.Kill()
+	}
+}

@@ -1,0 +1,153 @@
+package subjects
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-chi/httprate"
+	httprateredis "github.com/go-chi/httprate-redis"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/middleware/stdlib"
+	ululememory "github.com/ulule/limiter/v3/drivers/store/memory"
+	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
+	"golang.org/x/time/rate"
+)
+
+// MemoryPeers returns the other libraries' in-memory middlewares.
+func MemoryPeers() []Subject {
+	return []Subject{
+		{Name: "x/time/rate, keyed sync.Map", Kind: Memory, Peer: true, Build: buildXRate},
+		{Name: "go-chi/httprate, memory", Kind: Memory, Peer: true, Build: buildHTTPRateMemory},
+		{Name: "ulule/limiter, memory store", Kind: Memory, Peer: true, Build: buildUluleMemory},
+	}
+}
+
+// RedisPeers returns the other libraries' Redis-backed middlewares.
+func RedisPeers() []Subject {
+	return []Subject{
+		{Name: "go-chi/httprate + httprate-redis", Kind: Redis, Peer: true, Build: buildHTTPRateRedis},
+		{Name: "go-redis/redis_rate v10", Kind: Redis, Peer: true, Build: buildRedisRate},
+		{Name: "ulule/limiter, redis store", Kind: Redis, Peer: true, Build: buildUluleRedis},
+	}
+}
+
+// buildXRate is the usual memory baseline: one *rate.Limiter per client in
+// a sync.Map, a token bucket of Rate per Period with a burst of Rate. It
+// sets no headers (rate.Limiter has no cheap "remaining" to report).
+func buildXRate(env Env, next http.Handler) (*Instance, error) {
+	var limiters sync.Map
+	every := rate.Limit(float64(env.Rate) / env.Period.Seconds())
+	retry := retryAfterSeconds(env.Period / time.Duration(env.Rate))
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := clientIP(env, r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		v, ok := limiters.Load(key)
+		if !ok {
+			v, _ = limiters.LoadOrStore(key, rate.NewLimiter(every, env.Rate))
+		}
+		if !v.(*rate.Limiter).Allow() {
+			w.Header().Set("Retry-After", retry)
+			http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+	return &Instance{Handler: h, Close: func() {}}, nil
+}
+
+// httprateKey keys httprate by client IP, canonicalised as httprate's own
+// key functions do.
+func httprateKey(env Env) httprate.KeyFunc {
+	return func(r *http.Request) (string, error) {
+		ip, err := clientIP(env, r)
+		if err != nil {
+			return "", err
+		}
+		return httprate.CanonicalizeIP(ip), nil
+	}
+}
+
+func buildHTTPRateMemory(env Env, next http.Handler) (*Instance, error) {
+	h := httprate.LimitBy(env.Rate, env.Period, httprateKey(env))(next)
+	return &Instance{Handler: h, Close: func() {}}, nil
+}
+
+// buildHTTPRateRedis uses httprate-redis's counter with its local fallback
+// off, so that a Redis failure shows as an error status rather than as a
+// silent switch to memory.
+func buildHTTPRateRedis(env Env, next http.Handler) (*Instance, error) {
+	client := newClient(env)
+	rl := httprate.NewRateLimiter(env.Rate, env.Period,
+		httprate.WithKeyFuncs(httprateKey(env)),
+		httprateredis.WithRedisLimitCounter(&httprateredis.Config{Client: client, FallbackDisabled: true}))
+	return &Instance{Handler: rl.Handler(next), Close: func() { _ = client.Close() }}, nil
+}
+
+// buildRedisRate wraps redis_rate, which has no middleware of its own, in
+// one of the usual shape: key by client IP, X-RateLimit-Limit, -Remaining
+// and -Reset headers, 429 with Retry-After when denied, 503 on error.
+func buildRedisRate(env Env, next http.Handler) (*Instance, error) {
+	client := newClient(env)
+	lim := redis_rate.NewLimiter(client)
+	limit := redis_rate.Limit{Rate: env.Rate, Burst: env.Rate, Period: env.Period}
+	limitText := strconv.Itoa(env.Rate)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := clientIP(env, r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		res, err := lim.Allow(r.Context(), key, limit)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("rate limiter: %v", err), http.StatusServiceUnavailable)
+			return
+		}
+		hd := w.Header()
+		hd.Set("X-RateLimit-Limit", limitText)
+		hd.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
+		hd.Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(res.ResetAfter).Unix(), 10))
+		if res.Allowed == 0 {
+			hd.Set("Retry-After", retryAfterSeconds(res.RetryAfter))
+			http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+	return &Instance{Handler: h, Close: func() { _ = client.Close() }}, nil
+}
+
+// ululeRate is ulule's fixed-window quota.
+func ululeRate(env Env) limiter.Rate {
+	return limiter.Rate{Period: env.Period, Limit: int64(env.Rate)}
+}
+
+// ululeOptions trusts X-Forwarded-For only in the real-HTTP runs.
+func ululeOptions(env Env) []limiter.Option {
+	if env.Forwarded {
+		return []limiter.Option{limiter.WithTrustForwardHeader(true)}
+	}
+	return nil
+}
+
+func buildUluleMemory(env Env, next http.Handler) (*Instance, error) {
+	lim := limiter.New(ululememory.NewStore(), ululeRate(env), ululeOptions(env)...)
+	return &Instance{Handler: stdlib.NewMiddleware(lim).Handler(next), Close: func() {}}, nil
+}
+
+func buildUluleRedis(env Env, next http.Handler) (*Instance, error) {
+	client := newClient(env)
+	store, err := ululeredis.NewStore(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("ulule/limiter redis store: %w", err)
+	}
+	lim := limiter.New(store, ululeRate(env), ululeOptions(env)...)
+	return &Instance{Handler: stdlib.NewMiddleware(lim).Handler(next), Close: func() { _ = client.Close() }}, nil
+}

@@ -1,0 +1,120 @@
+package subjects
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
+)
+
+// RedlimitMemory returns redlimit's middleware on the memory store, one
+// subject per algorithm.
+func RedlimitMemory() []Subject {
+	out := make([]Subject, 0, len(algorithms.Algorithms))
+	for _, alg := range algorithms.Algorithms {
+		out = append(out, RedlimitSubject(alg, algorithms.NewMemoryStore, ""))
+	}
+	return out
+}
+
+// RedlimitRedis returns redlimit's middleware on the Redis store, one
+// subject per algorithm, with the store's defaults.
+func RedlimitRedis() []Subject {
+	out := make([]Subject, 0, len(algorithms.Algorithms))
+	for _, alg := range algorithms.Algorithms {
+		out = append(out, RedlimitRedisSubject(alg, ""))
+	}
+	return out
+}
+
+// RedlimitRedisSubject is redlimit's middleware on the Redis store with
+// alg and the given store options; variant, if not empty, is added to the
+// row's name.
+func RedlimitRedisSubject(alg algorithms.Algorithm, variant string, opts ...algorithms.StoreOption) Subject {
+	name := "redlimit, redis, " + string(alg)
+	if variant != "" {
+		name += ", " + variant
+	}
+	return Subject{Name: name, Kind: Redis, Build: func(env Env, next http.Handler) (*Instance, error) {
+		client := newClient(env)
+		inst, err := buildRedlimit(env, next, alg, algorithms.NewRedisStore(client, opts...))
+		if err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+		inst.Close = func() { _ = client.Close() }
+		return inst, nil
+	}}
+}
+
+// RedlimitSubject is redlimit's middleware on a store that newStore makes
+// with no arguments (the memory store); variant as in RedlimitRedisSubject.
+func RedlimitSubject(alg algorithms.Algorithm, newStore func(...algorithms.StoreOption) algorithms.Store, variant string) Subject {
+	name := "redlimit, memory, " + string(alg)
+	if variant != "" {
+		name += ", " + variant
+	}
+	return Subject{Name: name, Kind: Memory, Build: func(env Env, next http.Handler) (*Instance, error) {
+		inst, err := buildRedlimit(env, next, alg, newStore())
+		if err != nil {
+			return nil, err
+		}
+		inst.Close = func() {}
+		return inst, nil
+	}}
+}
+
+// Limit returns the limit every redlimit subject enforces with alg: Rate
+// per Period, the sliding window log's Rate capped at its maximum.
+func Limit(env Env, alg algorithms.Algorithm) algorithms.Limit {
+	l := algorithms.Limit{Rate: env.Rate, Period: env.Period}
+	if alg == algorithms.SlidingWindowLog {
+		l.Rate = min(l.Rate, algorithms.MaxSlidingLogRate)
+	}
+	return l
+}
+
+// loopback is the proxy the real-HTTP runs trust.
+var loopback = netip.MustParsePrefix("127.0.0.0/8")
+
+func buildRedlimit(env Env, next http.Handler, alg algorithms.Algorithm, store algorithms.Store) (*Instance, error) {
+	lim, err := algorithms.New(store, alg, Limit(env, alg))
+	if err != nil {
+		return nil, fmt.Errorf("redlimit %s: %w", alg, err)
+	}
+	obs := &outcomes{}
+	opts := []middleware.Option{middleware.WithObserver(obs)}
+	if env.Forwarded {
+		opts = append(opts, middleware.WithKeyFunc(keyfunc.IP(keyfunc.TrustProxies(loopback))))
+	}
+	mw, err := middleware.NewChecked(lim, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("redlimit middleware: %w", err)
+	}
+	return &Instance{Handler: mw(next), StandIns: obs.standIns.Load, Cached: obs.cached.Load}, nil
+}
+
+// outcomes counts the outcomes that tell whether a measurement of the
+// Redis store measured Redis: stand-in decisions and cached denials. The
+// common outcomes touch no shared counter, so it costs next to nothing.
+type outcomes struct {
+	standIns, cached atomic.Int64
+}
+
+// Decision counts one request's outcome.
+func (o *outcomes) Decision(d middleware.Decision) {
+	switch d.Outcome {
+	case middleware.OutcomeAllowed, middleware.OutcomeDenied:
+	case middleware.OutcomeCacheDenied:
+		o.cached.Add(1)
+	default:
+		o.standIns.Add(1)
+	}
+}
+
+// BreakerChanged ignores the breaker: its effects show as stand-ins.
+func (o *outcomes) BreakerChanged(string, bool) {}
