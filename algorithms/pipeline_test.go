@@ -3,6 +3,7 @@ package algorithms
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,6 +19,7 @@ type tripCounter struct {
 	mu           sync.Mutex
 	trips, cmds  int
 	largestTrip  int
+	largestCall  int // most keys in one script command
 	pipelineCmds map[string]int
 }
 
@@ -29,6 +31,7 @@ func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			c.trips++
 			c.cmds++
 			c.largestTrip = max(c.largestTrip, 1)
+			c.largestCall = max(c.largestCall, keyCount(cmd))
 			c.mu.Unlock()
 		}
 		return next(ctx, cmd)
@@ -42,6 +45,7 @@ func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 			if isScript(cmd) {
 				n++
 				c.pipelineCmds[cmd.Name()]++
+				c.largestCall = max(c.largestCall, keyCount(cmd))
 			}
 		}
 		if n > 0 {
@@ -56,19 +60,49 @@ func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 
 func isScript(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" || cmd.Name() == "eval" }
 
-// Concurrent decisions for many keys travel in pipelines, each key with
-// its own exact answer, and scripts Redis lost are sent again in full.
+// keyCount is the number of keys a script command carries.
+func keyCount(cmd redis.Cmder) int {
+	n, _ := cmd.Args()[2].(int)
+	return n
+}
+
+// Concurrent decisions for many keys go to Redis together, several keys
+// in one script call (any keys on a single server, one slot's on
+// Cluster), each key with its own exact answer; scripts Redis lost are
+// sent again in full.
 func TestPipelinedKeys(t *testing.T) {
+	const keys = 400
 	addr := redistest.Standalone(t)
-	for _, flush := range []bool{false, true} {
-		t.Run(fmt.Sprint("script flush ", flush), func(t *testing.T) {
-			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-			defer c.Close()
+	cluster := redistest.Cluster(t)
+	for _, tc := range []struct {
+		name    string
+		flush   bool
+		cluster bool
+	}{{"single server", false, false}, {"single server, script flush", true, false}, {"cluster", false, true}} {
+		flush := tc.flush
+		t.Run(tc.name, func(t *testing.T) {
 			counter := &tripCounter{pipelineCmds: map[string]int{}}
-			c.AddHook(counter)
+			var c redis.UniversalClient
+			if tc.cluster {
+				// The nodes' clients carry the commands, split by slot.
+				cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster, MaxRedirects: -1})
+				cc.OnNewNode(func(n *redis.Client) { n.AddHook(counter) })
+				c = cc
+			} else {
+				c = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+				c.AddHook(counter)
+			}
+			defer c.Close()
 			ctx := context.Background()
 			// Two flushers for 400 keys: the keys queue and go in pipelines.
 			store := NewRedisStore(c, WithMaxInFlight(2), WithDenialCache(0), WithPrefix(fmt.Sprint("p", flush)), WithLogger(quietLogger()))
+			names := make([]string, 0, keys)
+			for i := 0; len(names) < keys; i++ {
+				// On Cluster, keys of four slots, so that calls can group them.
+				if k := fmt.Sprint("k", i); !tc.cluster || clusterSlot(k)%4096 == 7 {
+					names = append(names, k)
+				}
+			}
 			l, err := New(store, FixedWindow, PerMinute(1))
 			if err != nil {
 				t.Fatal(err)
@@ -78,13 +112,12 @@ func TestPipelinedKeys(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			const keys = 400
 			var wg sync.WaitGroup
 			results := make([][2]Result, keys)
 			for i := range keys {
 				wg.Go(func() {
 					for j := range 2 {
-						r, err := l.Allow(ctx, fmt.Sprint("k", i), 1)
+						r, err := l.Allow(ctx, names[i], 1)
 						if err != nil {
 							t.Error(err)
 						}
@@ -100,10 +133,10 @@ func TestPipelinedKeys(t *testing.T) {
 			}
 			counter.mu.Lock()
 			defer counter.mu.Unlock()
-			if counter.largestTrip < 2 || counter.trips >= 2*keys {
-				t.Errorf("%d decisions in %d round trips (largest %d commands): no pipelining", 2*keys, counter.trips, counter.largestTrip)
+			if counter.cmds >= 2*keys || counter.largestCall < 2 {
+				t.Errorf("%d decisions in %d script commands (at most %d keys in one): no batching", 2*keys, counter.cmds, counter.largestCall)
 			}
-			t.Logf("%d decisions, %d round trips, largest %d commands", 2*keys, counter.trips, counter.largestTrip)
+			t.Logf("%d decisions, %d round trips, %d script commands, at most %d keys in one", 2*keys, counter.trips, counter.cmds, counter.largestCall)
 		})
 	}
 }
@@ -154,7 +187,8 @@ func TestBatchingOff(t *testing.T) {
 }
 
 // A pipeline whose scripts Redis has lost (SCRIPT FLUSH, a restart, a
-// failover) sends them again in full, and every key is decided once.
+// failover) sends them again in full, and every key is decided once: the
+// keys of one limiter in one call, another limiter's in a call of its own.
 func TestPipelineReloadsScripts(t *testing.T) {
 	addr := redistest.Standalone(t)
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
@@ -166,27 +200,73 @@ func TestPipelineReloadsScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := lim.(*redisLimiter)
+	other, err := New(NewRedisStore(c), FixedWindow, PerMinute(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, o := lim.(*redisLimiter), other.(*redisLimiter)
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	jobs := []*job{{l: l, key: "a", costs: []int{1}}, {l: l, key: "b", costs: []int{2, 2}}, {l: l, key: "c", costs: []int{4}}}
+	jobs := []*job{{l: l, key: "a", costs: []int{1}}, {l: o, key: "x", costs: []int{1, 1}},
+		{l: l, key: "b", costs: []int{2, 2}}, {l: l, key: "c", costs: []int{4}}}
 	if err := run(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
-	if counter.pipelineCmds["evalsha"] != 3 || counter.pipelineCmds["eval"] != 3 {
-		t.Errorf("commands %v, want 3 EVALSHA refused, then 3 EVAL", counter.pipelineCmds)
+	if counter.pipelineCmds["evalsha"] != 2 || counter.pipelineCmds["eval"] != 2 || counter.largestCall != 3 {
+		t.Errorf("commands %v, at most %d keys in one: want 2 EVALSHA refused, then 2 EVAL, one of them for 3 keys",
+			counter.pipelineCmds, counter.largestCall)
 	}
 	for _, j := range jobs {
 		if j.err != nil {
 			t.Fatalf("%s: %v", j.key, j.err)
 		}
 	}
-	if a, b, cc := jobs[0].results, jobs[1].results, jobs[2].results; !a[0].Allowed || !b[0].Allowed || b[1].Allowed || cc[0].Allowed {
-		t.Errorf("results %+v %+v %+v", a, b, cc)
+	if a, x, b, cc := jobs[0].results, jobs[1].results, jobs[2].results, jobs[3].results; !a[0].Allowed || !x[0].Allowed || x[1].Allowed ||
+		!b[0].Allowed || b[1].Allowed || cc[0].Allowed {
+		t.Errorf("results %+v %+v %+v %+v", a, x, b, cc)
 	}
 	// Decided once each: a has 2 left.
 	if r, err := l.Peek(ctx, "a"); err != nil || r.Remaining != 1 {
 		t.Errorf("peek a: %+v %v, want 1 left after the peeked request", r, err)
+	}
+}
+
+// A key whose part of a grouped call fails (here its state is of another
+// type) gets Redis's error; the other keys of the call keep their answers.
+func TestGroupedCallIsolatesErrors(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	ctx := context.Background()
+	lim, err := New(NewRedisStore(c), FixedWindow, PerMinute(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lim.(*redisLimiter)
+	keys := make([]string, 1)
+	l.keysOf("broken", keys)
+	if err := c.HSet(ctx, keys[0], "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	jobs := []*job{{l: l, key: "a", costs: []int{1}}, {l: l, key: "broken", costs: []int{1}}, {l: l, key: "b", costs: []int{1, 1, 1}}}
+	if err := run(ctx, jobs); err != nil {
+		t.Fatalf("health %v, want nil: Redis answered", err)
+	}
+	if jobs[1].err == nil || classify(jobs[1].err) != ErrorScript || !strings.Contains(jobs[1].err.Error(), "WRONGTYPE") {
+		t.Errorf("broken key: %v, want Redis's WRONGTYPE as a script error", jobs[1].err)
+	}
+	if jobs[0].err != nil || !jobs[0].results[0].Allowed || jobs[2].err != nil ||
+		!jobs[2].results[0].Allowed || !jobs[2].results[1].Allowed || jobs[2].results[2].Allowed {
+		t.Errorf("a: %+v %v; b: %+v %v", jobs[0].results, jobs[0].err, jobs[2].results, jobs[2].err)
+	}
+}
+
+// clusterSlot computes Redis's slots.
+func TestClusterSlot(t *testing.T) {
+	for key, want := range map[string]int{"": 0, "foo": 12182, "123456789": 12739} {
+		if got := clusterSlot(key); got != want {
+			t.Errorf("clusterSlot(%q) = %d, want %d", key, got, want)
+		}
 	}
 }

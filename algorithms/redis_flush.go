@@ -2,11 +2,7 @@ package algorithms
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // job is one key's share of a flush: its waiters, and what its script call
@@ -16,8 +12,6 @@ type job struct {
 	key     string
 	live    []*waiter // the waiters sent, in arrival order
 	costs   []int
-	call    *redisCall
-	cmd     *redis.Cmd
 	results []Result
 	err     error
 }
@@ -94,62 +88,18 @@ func (l *redisLimiter) prepare(key string, batch []*waiter, sent time.Time) *job
 	return &job{l: l, key: key, live: live, costs: costs}
 }
 
-// run sends the jobs' script calls: alone as a plain call, together in one
-// pipeline, with the scripts Redis has lost sent in full once more. It
-// returns the error that says most about Redis's health: nil when Redis
-// answered every call, even with an error reply.
+// run sends the jobs' script calls: alone as a plain call, the others
+// grouped into as few calls as the client's sharding allows (see callsOf),
+// and those calls in one pipeline. It returns the error that says most
+// about Redis's health: nil when Redis answered every call, even with an
+// error reply.
 func run(ctx context.Context, jobs []*job) error {
 	if len(jobs) == 1 {
 		j := jobs[0]
 		j.results, j.err = j.l.decide(ctx, j.key, j.costs)
 		return j.err
 	}
-	client := jobs[0].l.client
-	for _, j := range jobs {
-		j.call = j.l.calls.Get().(*redisCall)
-		j.l.keysOf(j.key, j.call.keys)
-		j.call.args[0] = costList(j.costs)
-	}
-	defer func() {
-		for _, j := range jobs {
-			j.l.calls.Put(j.call)
-			j.call = nil
-		}
-	}()
-	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, j := range jobs {
-			j.cmd = j.l.script.EvalSha(ctx, p, j.call.keys, j.call.args...)
-		}
-		return nil
-	})
-	var lost []*job
-	for _, j := range jobs {
-		if err := j.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			lost = append(lost, j)
-		}
-	}
-	if len(lost) > 0 {
-		// Not run: send them with the script's source, which loads it.
-		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, j := range lost {
-				j.cmd = j.l.script.Eval(ctx, p, j.call.keys, j.call.args...)
-			}
-			return nil
-		})
-	}
-	var health error
-	for _, j := range jobs {
-		reply, err := j.cmd.Text()
-		if err != nil {
-			j.err = fmt.Errorf("algorithms: redis %s: %w", j.l.alg, err)
-			if health == nil || classify(health) == ErrorScript {
-				health = j.err
-			}
-			continue
-		}
-		j.results, j.err = j.l.parse(reply, len(j.costs))
-	}
-	return health
+	return runCalls(ctx, jobs[0].l.client, callsOf(jobs))
 }
 
 // finish delivers a job's answers, or its error, and remembers a denial.

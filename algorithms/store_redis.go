@@ -103,6 +103,7 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 		l.suffixes = append(l.suffixes, "}:"+stateName(alg, lim))
 		args = append(args, strconv.FormatInt(p.rate, 10), strconv.FormatInt(p.period, 10), strconv.FormatInt(p.burst, 10))
 	}
+	l.limitArgs = args[1:]
 	l.calls.New = func() any {
 		return &redisCall{keys: make([]string, len(limits)), args: append([]any(nil), args...)}
 	}
@@ -144,8 +145,11 @@ type redisLimiter struct {
 	prefix   string    // "<prefix>:{"
 	suffixes []string  // "}:<state name>", one per limit
 	calls    sync.Pool // *redisCall: keys, then costs and rate, period, burst per limit
-	guard    *guard
-	twin     Limiter // the same limits in memory, for decisions Redis cannot make
+	// limitArgs are the script's arguments after the costs: rate, period
+	// and burst per limit.
+	limitArgs []any
+	guard     *guard
+	twin      Limiter // the same limits in memory, for decisions Redis cannot make
 }
 
 // Policies implements Describer.

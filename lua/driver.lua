@@ -1,6 +1,9 @@
--- Decides each request of ARGV[1], a list of costs separated by spaces, in
--- that order, all at one instant: a batch of requests for one key costs one
--- script call and gets exactly the answers they would have got one by one.
+-- Decides the requests of one or more keys of one limiter in one call.
+-- ARGV[1] holds a group per key, separated by commas, and each group the
+-- costs of that key's requests separated by spaces, decided in that order,
+-- all at one instant: the requests of many keys cost one script call, and
+-- each gets exactly the answer it would have got alone. KEYS holds, group
+-- after group, one key per limit.
 -- A cost written "p<cost>" is a peek: the answer such a request would get,
 -- with nothing consumed.
 -- For each request it runs check for every limit, then commit for every
@@ -17,14 +20,20 @@ local function limit(i)
   return tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
 end
 
--- decide returns one request's answer as five integers; a peek commits
--- nothing.
-local function decide(cost, peek)
+local groups = {}
+for g in string.gmatch(ARGV[1], '[^,]+') do
+  groups[#groups + 1] = g
+end
+local per = #KEYS / #groups
+
+-- decide returns one request's answer, for the key whose limits' keys
+-- follow KEYS[base], as five integers; a peek commits nothing.
+local function decide(base, cost, peek)
   local allowed = 1
   local bind, bind_remaining, bind_reset = 0, 0, 0
   local deny_bind, deny_remaining, deny_retry, deny_reset = 0, 0, -1, 0
-  for i = 1, #KEYS do
-    local ok, remaining, retry, reset = check(i, KEYS[i], now, cost, limit(i))
+  for i = 1, per do
+    local ok, remaining, retry, reset = check(i, KEYS[base + i], now, cost, limit(i))
     if ok then
       -- A pass reports the limit with the least left, the later reset on a tie.
       if bind == 0 or remaining < bind_remaining or
@@ -43,17 +52,35 @@ local function decide(cost, peek)
     return string.format('0 %d %d %d %d', deny_bind, deny_remaining, deny_retry, deny_reset)
   end
   if not peek then
-    for i = 1, #KEYS do
-      commit(i, KEYS[i], now, cost, limit(i))
+    for i = 1, per do
+      commit(i, KEYS[base + i], now, cost, limit(i))
     end
   end
   return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)
 end
 
--- One string rather than an array of integers: the client decodes it with
--- fewer allocations.
-local out = {}
-for peek, c in string.gmatch(ARGV[1], '(p?)(%d+)') do
-  out[#out + 1] = decide(tonumber(c), peek == 'p')
+-- decide_group answers one key's requests, joined by spaces.
+local function decide_group(n)
+  local out = {}
+  for peek, c in string.gmatch(groups[n], '(p?)(%d+)') do
+    out[#out + 1] = decide((n - 1) * per, tonumber(c), peek == 'p')
+  end
+  return table.concat(out, ' ')
 end
-return table.concat(out, ' ')
+
+-- One string rather than an array of integers: the client decodes it with
+-- fewer allocations. A key whose group failed (a write refused when Redis
+-- is out of memory, say) answers "E" and the error, and the other keys
+-- keep their answers.
+local out = {}
+for n = 1, #groups do
+  local ok, res = pcall(decide_group, n)
+  if not ok then
+    if #groups == 1 then
+      return redis.error_reply(type(res) == 'table' and res.err or tostring(res))
+    end
+    res = 'E' .. string.gsub(type(res) == 'table' and res.err or tostring(res), ',', ';')
+  end
+  out[n] = res
+end
+return table.concat(out, ',')

@@ -1,0 +1,164 @@
+package algorithms
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// scriptCall is one script call of a flush: the jobs of one limiter whose
+// keys Redis can decide together (any keys on a single server, the keys of
+// one slot on Cluster), each job a group of the call.
+type scriptCall struct {
+	l    *redisLimiter
+	jobs []*job
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+}
+
+// callsOf groups jobs into script calls, in order of first appearance:
+// one call per limiter on a single server, one per limiter and slot on
+// Cluster, one per job on clients whose sharding it does not know.
+func callsOf(jobs []*job) []*scriptCall {
+	type callKey struct {
+		l    *redisLimiter
+		slot int
+	}
+	var calls []*scriptCall
+	index := make(map[callKey]*scriptCall, 4)
+	for n, j := range jobs {
+		k := callKey{l: j.l}
+		switch j.l.client.(type) {
+		case *redis.Client:
+		case *redis.ClusterClient:
+			k.slot = clusterSlot(hashTagSafe(j.key))
+		default:
+			k.slot = -1 - n // a call of its own
+		}
+		c := index[k]
+		if c == nil {
+			c = &scriptCall{l: j.l}
+			index[k] = c
+			calls = append(calls, c)
+		}
+		c.jobs = append(c.jobs, j)
+	}
+	for _, c := range calls {
+		c.assemble()
+	}
+	return calls
+}
+
+// assemble lays out the call's keys and arguments: every job's keys in
+// turn, and its costs as one group of ARGV[1].
+func (c *scriptCall) assemble() {
+	per := len(c.l.limits)
+	c.keys = make([]string, len(c.jobs)*per)
+	var groups strings.Builder
+	for n, j := range c.jobs {
+		c.l.keysOf(j.key, c.keys[n*per:(n+1)*per])
+		if n > 0 {
+			groups.WriteByte(',')
+		}
+		groups.WriteString(costList(j.costs))
+	}
+	c.args = append([]any{groups.String()}, c.l.limitArgs...)
+}
+
+// read hands the call's reply, or its error, to its jobs, and returns the
+// error of a call Redis did not answer (nil when it answered, even with an
+// error for one key).
+func (c *scriptCall) read() error {
+	reply, err := c.cmd.Text()
+	if err != nil {
+		err = fmt.Errorf("algorithms: redis %s: %w", c.l.alg, err)
+		for _, j := range c.jobs {
+			j.err = err
+		}
+		return err
+	}
+	if len(c.jobs) == 1 {
+		j := c.jobs[0]
+		j.results, j.err = c.l.parse(reply, len(j.costs))
+		return nil
+	}
+	for _, j := range c.jobs {
+		group, rest, _ := strings.Cut(reply, ",")
+		reply = rest
+		if msg, failed := strings.CutPrefix(group, "E"); failed {
+			j.err = fmt.Errorf("algorithms: redis %s: %w", c.l.alg, scriptError(msg))
+			continue
+		}
+		j.results, j.err = c.l.parse(group, len(j.costs))
+	}
+	return nil
+}
+
+// scriptError is a key's error inside a call that decided several keys:
+// Redis answered, as with an error reply.
+type scriptError string
+
+func (e scriptError) Error() string { return string(e) }
+
+// RedisError marks it as Redis's own error, like an error reply.
+func (scriptError) RedisError() {}
+
+// runCalls sends the calls, together in one pipeline when there are
+// several, with the scripts Redis has lost sent in full once more, and
+// returns the error that says most about Redis's health: nil when Redis
+// answered every call, even with an error reply.
+func runCalls(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) error {
+	if len(calls) == 1 {
+		c := calls[0]
+		c.cmd = c.l.script.Run(ctx, client, c.keys, c.args...)
+	} else {
+		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range calls {
+				c.cmd = c.l.script.EvalSha(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+		var lost []*scriptCall
+		for _, c := range calls {
+			if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+				lost = append(lost, c)
+			}
+		}
+		if len(lost) > 0 {
+			// Not run: send them with the script's source, which loads it.
+			_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, c := range lost {
+					c.cmd = c.l.script.Eval(ctx, p, c.keys, c.args...)
+				}
+				return nil
+			})
+		}
+	}
+	var health error
+	for _, c := range calls {
+		if err := c.read(); err != nil && (health == nil || classify(health) == ErrorScript) {
+			health = err
+		}
+	}
+	return health
+}
+
+// clusterSlot is the Cluster slot of a key whose hash tag is tag: CRC16
+// (XMODEM) modulo 16384, as Redis computes it.
+func clusterSlot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}
