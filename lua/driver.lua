@@ -14,17 +14,18 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
--- limit returns the rate, period (µs) and burst of limit i.
-local function limit(i)
-  local a = 3 * i - 1
-  return tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-end
-
 local groups = {}
 for g in string.gmatch(ARGV[1], '[^,]+') do
   groups[#groups + 1] = g
 end
 local per = #KEYS / #groups
+
+-- The rate, period (µs) and burst of each limit, read once per call.
+local rates, periods, bursts = {}, {}, {}
+for i = 1, per do
+  local a = 3 * i - 1
+  rates[i], periods[i], bursts[i] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+end
 
 -- decide returns one request's answer, for the key whose limits' keys
 -- follow KEYS[base], as five integers; a peek commits nothing.
@@ -33,7 +34,7 @@ local function decide(base, cost, peek)
   local bind, bind_remaining, bind_reset = 0, 0, 0
   local deny_bind, deny_remaining, deny_retry, deny_reset = 0, 0, -1, 0
   for i = 1, per do
-    local ok, remaining, retry, reset = check(i, KEYS[base + i], now, cost, limit(i))
+    local ok, remaining, retry, reset = check(i, KEYS[base + i], now, cost, rates[i], periods[i], bursts[i])
     if ok then
       -- A pass reports the limit with the least left, the later reset on a tie.
       if bind == 0 or remaining < bind_remaining or
@@ -53,7 +54,7 @@ local function decide(base, cost, peek)
   end
   if not peek then
     for i = 1, per do
-      commit(i, KEYS[base + i], now, cost, limit(i))
+      commit(i, KEYS[base + i], now, cost, rates[i], periods[i], bursts[i])
     end
   end
   return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)

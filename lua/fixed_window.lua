@@ -1,7 +1,7 @@
 -- Fixed window. State: the string "<window end µs>:<count>". A window starts
 -- with the first request after the previous one ended; a state whose window
 -- has ended is the same as no state, so key expiry never changes an answer.
-local windows = {}
+local ends, counts = {}, {}
 
 local function check(i, key, now, cost, rate, period, burst)
   local wend, count = now + period, 0
@@ -13,7 +13,7 @@ local function check(i, key, now, cost, rate, period, burst)
       wend, count = e, tonumber(c)
     end
   end
-  windows[i] = {wend, count}
+  ends[i], counts[i] = wend, count
   if count + cost <= rate then
     return true, rate - count - cost, 0, wend - now
   end
@@ -21,7 +21,7 @@ local function check(i, key, now, cost, rate, period, burst)
 end
 
 local function commit(i, key, now, cost, rate, period, burst)
-  local w = windows[i]
-  redis.call('SET', key, string.format('%d:%d', w[1], w[2] + cost),
-    'PX', math.ceil((w[1] - now) / 1000))
+  local wend = ends[i]
+  redis.call('SET', key, string.format('%d:%d', wend, counts[i] + cost),
+    'PX', math.ceil((wend - now) / 1000))
 end
