@@ -96,14 +96,16 @@ func newBatcher(maxActive, maxWaiting, maxBatch, maxKeys int) *batcher {
 	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, maxKeys: maxKeys, queues: map[queueKey]*keyQueue{}}
 }
 
-// submit queues w for key of l and starts a flusher when one is free. It
-// reports false, queuing nothing, when maxWaiting decisions already wait.
-func (b *batcher) submit(l *redisLimiter, key string, w *waiter) bool {
+// submit queues w for key of l. It reports false, queuing nothing, when
+// maxWaiting decisions already wait. It returns a queue when a flusher is
+// free and none serves the key yet: the caller then starts one for it, or
+// flushes it itself (see flushInline).
+func (b *batcher) submit(l *redisLimiter, key string, w *waiter) (*keyQueue, bool) {
 	id := queueKey{l, key}
 	b.mu.Lock()
 	if b.waiting >= b.maxWaiting {
 		b.mu.Unlock()
-		return false
+		return nil, false
 	}
 	b.waiting++
 	q := b.queues[id]
@@ -112,21 +114,32 @@ func (b *batcher) submit(l *redisLimiter, key string, w *waiter) bool {
 		b.queues[id] = q
 	}
 	q.waiters = append(q.waiters, w)
-	start := false
+	var start *keyQueue
 	if !q.scheduled {
 		q.scheduled = true
 		if b.active < b.maxActive {
 			b.active++
-			start = true
+			start = q
 		} else {
 			b.ready = append(b.ready, q)
 		}
 	}
 	b.mu.Unlock()
-	if start {
-		go b.run(q)
+	return start, true
+}
+
+// flushInline flushes q on the caller's goroutine, a call bounded by its
+// waiters' own deadline, and hands whatever became ready meanwhile to a
+// flusher of its own. It spares an idle store's decision two goroutine
+// hand-offs; it is used only with clients that honour a context's deadline.
+func (b *batcher) flushInline(q *keyQueue) {
+	g := q.id.l.guard
+	if w := b.take(q, g.clock()); len(w) > 0 {
+		flushAll(g, []keyBatch{{l: q.id.l, key: q.id.key, waiters: w}}, true)
 	}
-	return true
+	if n := b.next([]*keyQueue{q}); n != nil {
+		go b.run(n)
+	}
 }
 
 // run flushes q with the keys ready meanwhile, up to maxKeys of them in
@@ -143,7 +156,7 @@ func (b *batcher) run(q *keyQueue) {
 			}
 		}
 		if len(batches) > 0 {
-			flushAll(g, batches)
+			flushAll(g, batches, false)
 		}
 		q = b.next(qs)
 	}

@@ -25,6 +25,10 @@ type guard struct {
 	denials *denials
 	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
 
+	// inline: the client honours a context's deadline, so an idle store's
+	// decision can be sent on the caller's goroutine (see flushInline).
+	inline bool
+
 	observer Observer // nil: none
 	name     string   // the store's prefix, naming it to the observer
 
@@ -98,14 +102,27 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 		deadline = d
 	}
 	w := newWaiter(cost, deadline, probe)
-	if !g.batcher.submit(l, key, w) {
+	start, ok := g.batcher.submit(l, key, w)
+	if !ok {
 		if probe {
 			g.breaker.CancelProbe()
 		}
 		return l.fail(key, cost, errSaturated)
 	}
+	if start != nil {
+		if g.inline {
+			g.batcher.flushInline(start)
+		} else {
+			go g.batcher.run(start)
+		}
+	}
 
 	// Wait on the context alone when its deadline is ours, else on a timer.
+	select {
+	case <-w.done: // flushed inline
+		return l.answered(w, key)
+	default:
+	}
 	var expired <-chan time.Time
 	if d, ok := ctx.Deadline(); !ok || d.After(deadline) {
 		t := time.NewTimer(deadline.Sub(now))

@@ -19,8 +19,9 @@ type job struct {
 // flushAll decides the batches of several keys, each in one script call,
 // all sent in one pipeline: a round trip and a read for many keys, which is
 // what most of Redis's work per decision is. Each key keeps its own answer,
-// error and cached denial; the breaker hears of the round trip once.
-func flushAll(g *guard, batches []keyBatch) {
+// error and cached denial; the breaker hears of the round trip once. An
+// inline flush (see flushInline) ends by its waiters' deadline.
+func flushAll(g *guard, batches []keyBatch, inline bool) {
 	sent := g.clock()
 	probe := false
 	deadline := sent
@@ -48,7 +49,10 @@ func flushAll(g *guard, batches []keyBatch) {
 	// locally, but the calls go on, so that a connection is not torn down
 	// for a late reply and the breaker hears of Redis's health, not of this
 	// process's pace. Calls that cannot end by callTimeout have failed.
-	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(g.callTimeout()))
+	if !inline {
+		deadline = deadline.Add(g.callTimeout())
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	health := run(ctx, jobs)
 	cancel()
 	// An error reply (OOM, say) is Redis answering: the key is decided

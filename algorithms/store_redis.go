@@ -67,12 +67,26 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 	s := &RedisStore{client: client, cfg: cfg, err: err}
 	if err == nil {
 		s.guard = newGuard(cfg, poolSize(client))
+		s.guard.inline = honoursDeadlines(client)
 		if cc, ok := client.(*redis.ClusterClient); ok {
 			s.guard.reload = func() { cc.ReloadState(context.Background()) }
 		}
 		s.local = NewMemoryStore(WithClock(cfg.clock))
 	}
 	return s
+}
+
+// honoursDeadlines reports whether client bounds a command by its
+// context's deadline (ContextTimeoutEnabled), which a call made on a
+// caller's goroutine needs.
+func honoursDeadlines(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // poolSize returns the client's connection pool size, the default bound on
