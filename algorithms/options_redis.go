@@ -67,8 +67,9 @@ const (
 	// DefaultMaxBatch is the most requests for one key decided by one
 	// script call.
 	DefaultMaxBatch = 256
-	// DefaultMaxKeysPerCall is the most keys whose script calls go to
-	// Redis together, in one pipeline.
+	// DefaultMaxKeysPerCall is the most keys decided in one flush: the keys
+	// of one limiter in one script call (one slot's on Cluster), the
+	// calls of other limiters and slots in the same pipeline.
 	DefaultMaxKeysPerCall = 64
 	// DefaultMaxWaiting is the most decisions a Redis store holds waiting
 	// for Redis at once unless WithMaxWaiting says otherwise; beyond it a
@@ -210,13 +211,14 @@ func WithLogger(l *slog.Logger) StoreOption {
 
 // WithBatching turns batching on (the default) or off. On, the decisions
 // in flight at one moment go to Redis together: one script call decides a
-// key's concurrent requests (up to DefaultMaxBatch) in arrival order, and
-// the calls of up to DefaultMaxKeysPerCall keys travel in one pipeline, so
-// a busy store costs Redis far fewer reads, writes and syscalls per
+// key's concurrent requests (up to DefaultMaxBatch) in arrival order, the
+// keys of one limiter share a script call (one slot's on Cluster), and the
+// calls of up to DefaultMaxKeysPerCall keys travel in one pipeline, so a
+// busy store costs Redis far fewer reads, writes and syscalls per
 // decision; an idle store sends at once, so nothing waits for a batch to
 // fill. Off, every decision is a script call and a round trip of its own:
-// for a proxy in front of Redis that mishandles pipelined EVALSHA, or to
-// count commands one per decision.
+// for a proxy in front of Redis that refuses scripts with several keys or
+// mishandles pipelined EVALSHA, or to count commands one per decision.
 func WithBatching(on bool) StoreOption {
 	return func(c *storeConfig) { c.redis.noBatching = !on }
 }
