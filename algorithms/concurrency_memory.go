@@ -33,6 +33,11 @@ type concEntry struct {
 	first  int64
 }
 
+// shard returns key's shard.
+func (st *concurrencyState) shard(key string) *concShard {
+	return &st.shards[maphash.String(st.seed, key)&(shardCount-1)]
+}
+
 // collect drops the leases expired at now and makes first exact.
 func (e *concEntry) collect(now int64) {
 	first := int64(1<<63 - 1)
@@ -80,7 +85,7 @@ func (m *memoryConcurrency) Acquire(_ context.Context, key string) (*Lease, erro
 		return nil, err
 	}
 	st := m.state
-	sh := &st.shards[maphash.String(st.seed, key)&(shardCount-1)]
+	sh := st.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	at := st.clock()
@@ -117,7 +122,7 @@ func (m *memoryConcurrency) Acquire(_ context.Context, key string) (*Lease, erro
 // release implements leaseOwner.
 func (m *memoryConcurrency) release(_ context.Context, l *Lease) error {
 	st := m.state
-	sh := &st.shards[maphash.String(st.seed, l.key)&(shardCount-1)]
+	sh := st.shard(l.key)
 	sh.mu.Lock()
 	now := st.clock()
 	if e := sh.keys[l.key]; e != nil {
@@ -151,36 +156,4 @@ func (sh *concShard) housekeep(now, interval int64) {
 		// A map keeps its buckets after a flood of keys: start afresh.
 		sh.keys = map[string]*concEntry{}
 	}
-}
-
-// held reports the leases key holds now, expired ones excluded, for tests.
-func (m *memoryConcurrency) held(key string) int {
-	st := m.state
-	sh := &st.shards[maphash.String(st.seed, key)&(shardCount-1)]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.keys[key]
-	if e == nil {
-		return 0
-	}
-	now := st.clock().UnixMicro()
-	n := 0
-	for _, exp := range e.leases {
-		if exp > now {
-			n++
-		}
-	}
-	return n
-}
-
-// entries reports how many keys the state holds, for tests.
-func (st *concurrencyState) entries() int {
-	n := 0
-	for i := range st.shards {
-		sh := &st.shards[i]
-		sh.mu.Lock()
-		n += len(sh.keys)
-		sh.mu.Unlock()
-	}
-	return n
 }
