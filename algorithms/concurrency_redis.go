@@ -40,7 +40,7 @@ type redisConcurrency struct {
 	limitArg, leaseArg string
 	twin               *memoryConcurrency
 	stats              *holdStats
-	slots              chan struct{} // script calls in flight, at most the pool's size
+	slots              chan struct{} // script calls in flight, at most the pool's size, so none waits for a connection
 }
 
 func (l *redisConcurrency) redisKey(key string) string { return l.prefix + hashTagSafe(key) + l.suffix }
@@ -76,23 +76,30 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*Lease, err
 	if !ok {
 		return l.fail(key, errBreakerOpen)
 	}
-	select {
-	case l.slots <- struct{}{}:
-	default:
-		if probe {
-			g.breaker.CancelProbe()
-		}
-		return l.fail(key, errSaturated)
-	}
 	deadline := now.Add(g.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	t := time.NewTimer(deadline.Sub(now))
+	defer t.Stop()
+	// Calls in flight are bounded by the client's pool: the rest wait for
+	// one to end, until the deadline, as they would for a connection.
+	select {
+	case l.slots <- struct{}{}:
+	case <-t.C:
+		if probe {
+			g.breaker.CancelProbe()
+		}
+		return l.fail(key, errSaturated)
+	case <-ctx.Done():
+		if probe {
+			g.breaker.CancelProbe()
+		}
+		return l.ended(ctx, key, ctx.Err())
+	}
 	c := &acquireCall{done: make(chan struct{})}
 	go l.call(c, key, deadline, probe)
 
-	t := time.NewTimer(deadline.Sub(now))
-	defer t.Stop()
 	var ctxErr error
 	select {
 	case <-c.done:
