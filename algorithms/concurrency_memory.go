@@ -157,3 +157,6 @@ func (sh *concShard) housekeep(now, interval int64) {
 		sh.keys = map[string]*concEntry{}
 	}
 }
+
+// StoreName returns "memory", for observers.
+func (m *memoryConcurrency) StoreName() string { return "memory" }

@@ -221,3 +221,6 @@ func (l *redisConcurrency) release(ctx context.Context, lease *Lease) error {
 	}
 	return nil
 }
+
+// StoreName returns "redis", for observers.
+func (l *redisConcurrency) StoreName() string { return "redis" }
