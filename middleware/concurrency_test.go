@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
 )
 
 // newConcurrencyLimiter is a memory concurrency limit on a clock that
@@ -293,5 +296,85 @@ func TestConcurrencyShadow(t *testing.T) {
 	wg.Wait()
 	if codes[0] != http.StatusOK || codes[1] != http.StatusOK {
 		t.Fatalf("codes %v", codes)
+	}
+}
+
+// On Redis, 4 instances (a client and a middleware each) under 200
+// concurrent requests for one client: the handlers in flight never exceed
+// the limit; and a client that goes away releases its slot in Redis, the
+// request's context notwithstanding.
+func TestRedisConcurrency(t *testing.T) {
+	addr := redistest.Standalone(t)
+	const limit = 4
+	var inFlight, maxSeen atomic.Int64
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for m := maxSeen.Load(); n > m && !maxSeen.CompareAndSwap(m, n); m = maxSeen.Load() {
+		}
+		if r.URL.Path == "/wait" {
+			<-r.Context().Done()
+		} else {
+			time.Sleep(3 * time.Millisecond)
+		}
+		inFlight.Add(-1)
+	})
+	var hs []http.Handler
+	for range 4 {
+		client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		t.Cleanup(func() { _ = client.Close() })
+		l, err := algorithms.NewConcurrency(algorithms.NewRedisStore(client, algorithms.WithTimeout(5*time.Second)), limit, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, NewConcurrency(l, WithKeyFunc(headerKey), WithTimeout(5*time.Second))(next))
+	}
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			rec := get(hs[i%4], "/", "alice")
+			mu.Lock()
+			codes[rec.Code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if maxSeen.Load() > limit || codes[http.StatusOK] == 0 || codes[http.StatusOK]+codes[http.StatusTooManyRequests] != 200 {
+		t.Fatalf("statuses %v, at most %d in flight; want at most %d, some admitted, nothing else", codes, maxSeen.Load(), limit)
+	}
+	t.Logf("statuses %v, at most %d in flight", codes, maxSeen.Load())
+
+	srv := httptest.NewServer(hs[0])
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var held sync.WaitGroup
+	for range limit {
+		held.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/wait", nil)
+			req.Header.Set("X-Client", "bob")
+			if resp, err := srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for inFlight.Load() < limit {
+		if time.Now().After(deadline) {
+			t.Fatal("the held requests did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if code := status(t, srv, "bob"); code != http.StatusTooManyRequests {
+		t.Fatalf("with every slot held: %d", code)
+	}
+	cancel()
+	held.Wait()
+	deadline = time.Now().Add(2 * time.Second)
+	for status(t, srv, "bob") != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("slots not released in Redis after the clients went away")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
