@@ -203,3 +203,27 @@ func TestRedisConcurrencyLateGrantGivenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A Release that cannot reach Redis returns an error within the timeout,
+// never hangs; a second Release does nothing.
+func TestRedisConcurrencyReleaseWithoutRedis(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * ms})
+	defer c.Close()
+	l := mustConcurrency(t, NewRedisStore(c), 2, time.Minute)
+	lease := mustAcquire(t, l, "k")
+	if !lease.Allowed || lease.Decider != DecidedByStore {
+		t.Fatalf("%+v", lease)
+	}
+	srv.Stop()
+	began := time.Now()
+	if err := lease.Release(context.Background()); err == nil {
+		t.Fatal("a release without Redis reported no error")
+	}
+	if d := time.Since(began); d > DefaultTimeout+50*ms {
+		t.Fatalf("release took %s", d)
+	}
+	if err := lease.Release(context.Background()); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+}
