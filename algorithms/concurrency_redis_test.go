@@ -58,7 +58,7 @@ func TestRedisConcurrencyLeaseExpires(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	ctx := context.Background()
-	const lease = 300 * ms
+	const lease = time.Second
 	crashed := mustConcurrency(t, NewRedisStore(c), 2, lease)
 	for i := 1; i <= 2; i++ {
 		if l := mustAcquire(t, crashed, "user:7"); !l.Allowed || l.InFlight != i || l.Remaining != 2-i || l.Decider != DecidedByStore {

@@ -276,10 +276,12 @@ func TestConcurrencyBehindRateLimit(t *testing.T) {
 	}
 }
 
-// In shadow mode a request over the limit passes, without headers.
+// In shadow mode a request over the limit passes, without headers, and is
+// observed as shadow_denied.
 func TestConcurrencyShadow(t *testing.T) {
 	g := newGate()
-	h := NewConcurrency(newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey), WithShadow(true))(g)
+	obs := &recordingObserver{}
+	h := NewConcurrency(newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey), WithShadow(true), WithObserver(obs))(g)
 	var wg sync.WaitGroup
 	codes := make([]int, 2)
 	for i := range codes {
@@ -296,6 +298,14 @@ func TestConcurrencyShadow(t *testing.T) {
 	wg.Wait()
 	if codes[0] != http.StatusOK || codes[1] != http.StatusOK {
 		t.Fatalf("codes %v", codes)
+	}
+	if got := strings.Join(obs.outcomes(), ","); got != "allowed,shadow_denied" {
+		t.Fatalf("observed %s", got)
+	}
+	for _, d := range obs.decisions {
+		if d.Store != "memory" || d.Policy != DefaultConcurrencyPolicyName {
+			t.Errorf("decision %+v", d)
+		}
 	}
 }
 
