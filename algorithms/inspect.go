@@ -3,6 +3,7 @@ package algorithms
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Inspector is implemented by the Limiters New returns, on every store:
@@ -66,7 +67,14 @@ func (l *redisLimiter) Reset(ctx context.Context, key string) error {
 // within runs f with the store's deadline, returning when it passes even if
 // the client would wait longer (f then goes on in the background).
 func (l *redisLimiter) within(ctx context.Context, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, l.guard.timeout)
+	return within(ctx, l.guard.timeout, f)
+}
+
+// within runs f with a deadline of timeout (or ctx's, if sooner), returning
+// when it passes even if f would wait longer (f then goes on in the
+// background).
+func within(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- f(ctx) }()

@@ -58,7 +58,8 @@ type MemoryStore struct {
 	shardCap int // entries one shard holds at most
 
 	mu    sync.Mutex
-	specs map[string]uint32 // algorithm and limit -> the id entries are filed under
+	specs map[string]uint32         // algorithm and limit -> the id entries are filed under
+	conc  map[int]*concurrencyState // concurrency limit -> its leases (concurrency_memory.go)
 }
 
 // NewMemoryStore returns a store that keeps state in process memory. Options

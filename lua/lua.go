@@ -12,6 +12,9 @@
 // integers separated by spaces: allowed (1 or 0), the binding limit's index
 // (from 1), remaining, retry-after in µs and reset-after in µs; the answers
 // of several requests follow one another, separated by spaces too.
+//
+// Concurrency stands apart: a script of its own, without the driver, that
+// takes a lease of a concurrency limit (see concurrency.lua).
 package lua
 
 import (
@@ -28,6 +31,10 @@ var (
 	SlidingWindowCounter = assemble("sliding_window_counter.lua")
 	TokenBucket          = assemble("token_bucket.lua")
 	LeakyBucket          = assemble("leaky_bucket.lua")
+
+	// Concurrency takes a lease of a concurrency limit: a sorted set of
+	// leases scored by expiry.
+	Concurrency = mustRead("concurrency.lua")
 )
 
 func assemble(name string) string {

@@ -96,4 +96,12 @@
 // Inside r.Route(..., func(r chi.Router) { r.Use(mw) }) the pattern known
 // is the group's, so the group counts as one. WithRouteScope(false) counts
 // everything a middleware sees under the key alone.
+//
+// # Requests in flight
+//
+// NewConcurrency limits how many requests per key run at once
+// (algorithms.NewConcurrency), with the same key functions and problem
+// responses: it holds a lease while the handler runs and answers 429 with
+// RateLimit-Policy's qu="concurrent-requests" over the limit. Mount it
+// inside a rate limit.
 package middleware

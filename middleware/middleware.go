@@ -81,6 +81,12 @@ func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Han
 	if err == nil {
 		return mw
 	}
+	return misconfigured(err, opts)
+}
+
+// misconfigured logs err, with the logger among opts if there is one, and
+// returns middleware that answers every request 500.
+func misconfigured(err error, opts []Option) func(http.Handler) http.Handler {
 	logger := slog.Default()
 	for _, o := range opts {
 		if o != nil {
@@ -103,20 +109,8 @@ func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Han
 // NewChecked is New with the configuration checked up front: it returns an
 // error wrapping ErrInvalidOption instead of middleware that answers 500.
 func NewChecked(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
-	c := &config{
-		limiter:          limiter,
-		timeout:          DefaultTimeout,
-		policy:           FailClosed,
-		breakFor:         DefaultBreakFor,
-		routeScope:       true,
-		unavailableRetry: time.Second,
-		legacy:           true,
-		ietf:             true,
-		policyName:       DefaultPolicyName,
-		now:              time.Now,
-
-		countCredentialFailures: true,
-	}
+	c := newConfig()
+	c.limiter = limiter
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
@@ -131,6 +125,23 @@ func NewChecked(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) 
 	}, nil
 }
 
+// newConfig returns the defaults, before options.
+func newConfig() *config {
+	return &config{
+		timeout:          DefaultTimeout,
+		policy:           FailClosed,
+		breakFor:         DefaultBreakFor,
+		routeScope:       true,
+		unavailableRetry: time.Second,
+		legacy:           true,
+		ietf:             true,
+		policyName:       DefaultPolicyName,
+		now:              time.Now,
+
+		countCredentialFailures: true,
+	}
+}
+
 // init checks the options, fills in defaults and precomputes responses.
 func (c *config) init() error {
 	switch {
@@ -138,6 +149,21 @@ func (c *config) init() error {
 		return errors.New("nil limiter")
 	case c.fallback != nil && isNil(c.fallback):
 		return errors.New("nil fallback limiter")
+	}
+	if err := c.prepare(); err != nil {
+		return err
+	}
+	c.mainPolicies = c.newPolicySet(c.limiter)
+	if c.fallback != nil {
+		c.fallbackPolicies = c.newPolicySet(c.fallback)
+	}
+	return nil
+}
+
+// prepare checks the options every middleware uses, fills in their
+// defaults and precomputes responses.
+func (c *config) prepare() error {
+	switch {
 	case c.timeout <= 0:
 		return fmt.Errorf("timeout %s is not positive", c.timeout)
 	case c.breakFor < 0:
@@ -172,10 +198,6 @@ func (c *config) init() error {
 	}
 
 	c.tooMany = newTooMany(c.policyName)
-	c.mainPolicies = c.newPolicySet(c.limiter)
-	if c.fallback != nil {
-		c.fallbackPolicies = c.newPolicySet(c.fallback)
-	}
 	c.unavailable = newProblem(http.StatusServiceUnavailable, "",
 		"The rate limiter is unavailable; retry after the number of seconds in Retry-After.", nil)
 	c.unavailable.retryAfter = []string{strconv.FormatInt(ceilSeconds(c.unavailableRetry, 1), 10)}
@@ -357,8 +379,8 @@ func (c *config) decide(parent context.Context, l algorithms.Limiter, key string
 }
 
 // isNil reports whether l is nil, or a nil pointer (or map, func, ...) in a
-// Limiter: calling it would panic.
-func isNil(l algorithms.Limiter) bool {
+// Limiter (or a ConcurrencyLimiter): calling it would panic.
+func isNil(l any) bool {
 	if l == nil {
 		return true
 	}

@@ -1,0 +1,240 @@
+package algorithms
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Bounds of a concurrency limit, checked by NewConcurrency.
+const (
+	// MaxConcurrency is the highest max: each lease held is a member of a
+	// sorted set in Redis (about 80 bytes), so a larger bound would let one
+	// key grow without a useful limit.
+	MaxConcurrency = 100_000
+	// MinLease and MaxLease bound the lease: shorter than a round trip to
+	// Redis is a mistake, and a lease left by a crashed instance holds its
+	// slot until it expires, so a day is the most that is of any use.
+	MinLease = time.Millisecond
+	MaxLease = 24 * time.Hour
+)
+
+// DefaultConcurrencyRetryAfter is a denied Lease's RetryAfter before the
+// limiter has seen any lease released: one second.
+const DefaultConcurrencyRetryAfter = time.Second
+
+// ConcurrencyLimiter limits how many requests for one key are in flight at
+// once, across every instance that shares its store. NewConcurrency makes
+// one.
+type ConcurrencyLimiter interface {
+	// Acquire takes one of key's slots if one is free. The returned Lease
+	// says whether it did; an allowed Lease must be released (Release)
+	// when the request ends, or its slot stays taken until the lease
+	// expires. It returns ErrInvalidKey (wrapped) for an empty key or one
+	// over MaxKeyLength, and the context's error when the context was
+	// canceled before Redis answered; a Redis store's failures are decided
+	// by its FailureMode, never returned.
+	Acquire(ctx context.Context, key string) (*Lease, error)
+}
+
+// Lease is the answer to Acquire: a slot taken, or the reason none was.
+type Lease struct {
+	// Allowed reports whether a slot was taken: the request may go on and
+	// must call Release when it ends.
+	Allowed bool
+	// Limit is the most requests in flight for the key: the limit, or this
+	// instance's share of it when Decider is DecidedLocally.
+	Limit int
+	// InFlight is how many leases the key holds, this one included when
+	// Allowed.
+	InFlight int
+	// Remaining is Limit - InFlight, never negative.
+	Remaining int
+	// RetryAfter is 0 when Allowed; otherwise an estimate of when a slot
+	// frees: the typical time this limiter has seen leases held (an
+	// exponentially weighted mean of its releases, DefaultConcurrencyRetryAfter
+	// before the first, or WithConcurrencyRetryAfter's fixed value), but no
+	// later than the earliest held lease expires. A slot may free sooner or
+	// later: requests in flight end when they end.
+	RetryAfter time.Duration
+	// Decider says what decided: the store, or a Redis store's stand-in
+	// while Redis could not (DecidedLocally, DecidedFailOpen,
+	// DecidedFailClosed), as for Result.
+	Decider Decider
+
+	owner    leaseOwner // nil when nothing was taken
+	key      string
+	id       uint64
+	acquired time.Time
+	released atomic.Bool
+}
+
+// Release gives the slot back. It is safe to call more than once and on a
+// Lease that was not allowed (both do nothing), and from any goroutine. A
+// lease taken in Redis is removed there with one command within the store's
+// timeout; if Redis cannot be reached the error is returned and the lease
+// expires on its own after the lease duration. A lease taken locally, while
+// Redis could not decide, is released locally.
+func (l *Lease) Release(ctx context.Context) error {
+	if l == nil || l.owner == nil || !l.released.CompareAndSwap(false, true) {
+		return nil
+	}
+	return l.owner.release(ctx, l)
+}
+
+// leaseOwner is the limiter that granted a lease and takes it back.
+type leaseOwner interface {
+	release(ctx context.Context, l *Lease) error
+}
+
+// ConcurrencyOption configures NewConcurrency.
+type ConcurrencyOption func(*concConfig)
+
+type concConfig struct {
+	retryAfter time.Duration // 0: observed
+	errs       []error
+}
+
+// WithConcurrencyRetryAfter makes every denied Lease's RetryAfter d (at
+// most the time until the earliest held lease expires) instead of the
+// typical hold time observed. d must be positive.
+func WithConcurrencyRetryAfter(d time.Duration) ConcurrencyOption {
+	return func(c *concConfig) {
+		if d <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: concurrency retry-after %s must be positive", ErrInvalidOption, d))
+			return
+		}
+		c.retryAfter = d
+	}
+}
+
+// NewConcurrency returns a ConcurrencyLimiter that lets at most limit
+// requests per key be in flight at once, on store. A lease that is never
+// released (its instance crashed) frees its slot after lease, so lease
+// should exceed the longest request (a server's write timeout, say).
+//
+// On a Redis store every instance shares the limit: one script call per
+// Acquire, one ZREM per Release, on Redis's clock. When Redis cannot decide
+// in time the store's FailureMode decides: by default (FailLocal) a
+// concurrency limit in this process's memory with limit divided by the
+// store's WithInstances (at least 1), so the limit is never absent;
+// FailOpen lets the request through uncounted and FailClosed refuses it.
+//
+// Limiters with the same limit on one store share each key's slots. It
+// returns ErrInvalidLimit for a limit outside 1 to MaxConcurrency or a lease
+// outside MinLease to MaxLease, and ErrInvalidOption for a nil store, a
+// store built with invalid options, or an invalid option.
+func NewConcurrency(store Store, limit int, lease time.Duration, opts ...ConcurrencyOption) (ConcurrencyLimiter, error) {
+	var cfg concConfig
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: concurrency option %d is nil", ErrInvalidOption, i)
+		}
+		o(&cfg)
+	}
+	if len(cfg.errs) > 0 {
+		return nil, cfg.errs[0]
+	}
+	if limit < 1 || limit > MaxConcurrency {
+		return nil, fmt.Errorf("%w: concurrency %d must be from 1 to %d", ErrInvalidLimit, limit, MaxConcurrency)
+	}
+	if lease < MinLease || lease > MaxLease || lease%time.Microsecond != 0 {
+		return nil, fmt.Errorf("%w: lease %s must be from %s to %s in whole microseconds", ErrInvalidLimit, lease, MinLease, MaxLease)
+	}
+	switch s := store.(type) {
+	case *MemoryStore:
+		if s != nil {
+			if s.err != nil {
+				return nil, s.err
+			}
+			return s.newConcurrency(limit, lease, cfg), nil
+		}
+	case *RedisStore:
+		if s != nil {
+			if s.err != nil {
+				return nil, s.err
+			}
+			return s.newConcurrency(limit, lease, cfg)
+		}
+	}
+	return nil, fmt.Errorf("%w: store %T cannot hold concurrency limits", ErrInvalidOption, store)
+}
+
+// checkKey validates a key as Allow does.
+func checkKey(key string) error {
+	if key == "" || len(key) > MaxKeyLength {
+		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidKey, len(key), MaxKeyLength)
+	}
+	return nil
+}
+
+// Lease ids: a random prefix per process and a counter, so that leases of
+// different instances never collide in one Redis set.
+var (
+	leaseSeq    atomic.Uint64
+	leasePrefix = newLeasePrefix()
+)
+
+func newLeasePrefix() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand does not fail on supported platforms; a fixed prefix
+		// would only risk collisions with other instances, so fall back to
+		// the time.
+		return strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	}
+	return hex.EncodeToString(b[:]) + "-"
+}
+
+// member is a lease's name in Redis.
+func member(id uint64) string { return leasePrefix + strconv.FormatUint(id, 36) }
+
+// holdStats keeps an exponentially weighted mean of how long leases were
+// held, the estimate of a denied Lease's RetryAfter.
+type holdStats struct {
+	fixed time.Duration // WithConcurrencyRetryAfter; 0: observed
+	mean  atomic.Int64  // ns; 0 before the first release
+}
+
+// observe adds one hold time, weighing it 1/8.
+func (h *holdStats) observe(d time.Duration) {
+	d = max(d, time.Microsecond)
+	for {
+		old := h.mean.Load()
+		next := int64(d)
+		if old != 0 {
+			next = old + (int64(d)-old)/8
+		}
+		if h.mean.CompareAndSwap(old, max(next, 1)) {
+			return
+		}
+	}
+}
+
+// retryAfter estimates when a slot frees, at most untilFirst (the time
+// until the earliest held lease expires) and at least a millisecond.
+func (h *holdStats) retryAfter(untilFirst time.Duration) time.Duration {
+	d := h.fixed
+	if d == 0 {
+		d = time.Duration(h.mean.Load())
+		if d == 0 {
+			d = DefaultConcurrencyRetryAfter
+		}
+	}
+	if untilFirst > 0 {
+		d = min(d, untilFirst)
+	}
+	return max(d, time.Millisecond)
+}
+
+// shareOfLimit is one instance's share of limit, at least 1.
+func shareOfLimit(limit, instances int) int {
+	if instances <= 1 {
+		return limit
+	}
+	return max(1, limit/instances)
+}

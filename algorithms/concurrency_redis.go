@@ -1,0 +1,226 @@
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/breaker"
+	"github.com/redlimit/redlimit/lua"
+)
+
+var concurrencyScript = redis.NewScript(lua.Concurrency)
+
+// newConcurrency returns a concurrency limiter on Redis, with a local twin
+// of this instance's share of limit for the decisions Redis cannot make.
+func (s *RedisStore) newConcurrency(limit int, lease time.Duration, cfg concConfig) (ConcurrencyLimiter, error) {
+	twin := s.local.(*MemoryStore).newConcurrency(shareOfLimit(limit, s.cfg.redis.instances), lease, cfg)
+	return &redisConcurrency{
+		client: s.client, guard: s.guard, limit: limit, lease: lease,
+		prefix: s.cfg.prefix + ":{", suffix: "}:cc:" + strconv.Itoa(limit),
+		limitArg: strconv.Itoa(limit), leaseArg: strconv.FormatInt(lease.Microseconds(), 10),
+		twin: twin, stats: &holdStats{fixed: cfg.retryAfter},
+		slots: make(chan struct{}, max(poolSize(s.client), 1)),
+	}, nil
+}
+
+// redisConcurrency is a concurrency limit in Redis. Keys are
+// "<prefix>:{<key>}:cc:<limit>", hash-tagged like the rate limits' keys.
+type redisConcurrency struct {
+	client             redis.UniversalClient
+	guard              *guard
+	limit              int
+	lease              time.Duration
+	prefix, suffix     string
+	limitArg, leaseArg string
+	twin               *memoryConcurrency
+	stats              *holdStats
+	slots              chan struct{} // script calls in flight, at most the pool's size, so none waits for a connection
+}
+
+func (l *redisConcurrency) redisKey(key string) string { return l.prefix + hashTagSafe(key) + l.suffix }
+
+// acquireCall is one script call, which may outlive the Acquire that made
+// it: state says who got there first.
+type acquireCall struct {
+	state atomic.Int32 // callPending, then callDelivered or callAbandoned
+	done  chan struct{}
+	lease *Lease
+	err   error
+}
+
+const (
+	callPending int32 = iota
+	callDelivered
+	callAbandoned
+)
+
+// Acquire implements ConcurrencyLimiter: one script call within the
+// store's deadline (WithTimeout, or the context's if sooner) whatever the
+// client's settings; the store's FailureMode decides when Redis cannot.
+func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*Lease, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	g := l.guard
+	now := g.clock()
+	if err := ctx.Err(); err != nil {
+		return l.ended(ctx, key, err)
+	}
+	ok, probe := g.breaker.Allow(now)
+	if !ok {
+		return l.fail(key, errBreakerOpen)
+	}
+	deadline := now.Add(g.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	t := time.NewTimer(deadline.Sub(now))
+	defer t.Stop()
+	// Calls in flight are bounded by the client's pool: the rest wait for
+	// one to end, until the deadline, as they would for a connection.
+	select {
+	case l.slots <- struct{}{}:
+	case <-t.C:
+		if probe {
+			g.breaker.CancelProbe()
+		}
+		return l.fail(key, errSaturated)
+	case <-ctx.Done():
+		if probe {
+			g.breaker.CancelProbe()
+		}
+		return l.ended(ctx, key, ctx.Err())
+	}
+	c := &acquireCall{done: make(chan struct{})}
+	go l.call(c, key, deadline, probe)
+
+	var ctxErr error
+	select {
+	case <-c.done:
+		return l.answered(c, key)
+	case <-t.C:
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+	if !c.state.CompareAndSwap(callPending, callAbandoned) {
+		<-c.done // delivered meanwhile
+		return l.answered(c, key)
+	}
+	if ctxErr != nil {
+		return l.ended(ctx, key, ctxErr)
+	}
+	return l.fail(key, errNoAnswer)
+}
+
+// call runs the script and delivers its answer, or, when the Acquire that
+// made it has given up, gives back a lease Redis granted too late: nobody
+// would release it.
+func (l *redisConcurrency) call(c *acquireCall, key string, deadline time.Time, probe bool) {
+	defer func() { <-l.slots }()
+	g := l.guard
+	// Like the rate limits' calls, it may outlive its deadline, so that a
+	// late reply does not tear a connection down and the breaker hears of
+	// Redis's health; past callTimeout it has failed.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(g.callTimeout()))
+	defer cancel()
+	rkey := l.redisKey(key)
+	id := leaseSeq.Add(1)
+	reply, err := concurrencyScript.Run(ctx, l.client, []string{rkey}, l.limitArg, l.leaseArg, member(id)).Text()
+	if err != nil {
+		err = fmt.Errorf("algorithms: redis concurrency: %w", err)
+	} else {
+		c.lease, err = l.parse(reply, key, id)
+	}
+	g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, probe)
+	if err != nil {
+		g.reloadSlots()
+		if g.observer != nil {
+			g.observer.StoreError(classify(err))
+		}
+	}
+	c.err = err
+	if c.state.CompareAndSwap(callPending, callDelivered) {
+		close(c.done)
+		return
+	}
+	if c.lease != nil && c.lease.Allowed {
+		_ = l.client.ZRem(ctx, rkey, member(id)).Err() // else it expires after the lease
+	}
+}
+
+// parse reads the script's reply: allowed, held, µs until the earliest
+// lease expires.
+func (l *redisConcurrency) parse(reply, key string, id uint64) (*Lease, error) {
+	var f [3]int64
+	if !parseReply(reply, f[:]) || f[0] > 1 {
+		return nil, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
+	}
+	held := int(f[1])
+	if f[0] == 0 {
+		until := time.Duration(f[2]) * time.Microsecond
+		return &Lease{Limit: l.limit, InFlight: held, RetryAfter: l.stats.retryAfter(until)}, nil
+	}
+	return &Lease{Allowed: true, Limit: l.limit, InFlight: held, Remaining: max(l.limit-held, 0),
+		owner: l, key: key, id: id, acquired: l.guard.clock()}, nil
+}
+
+// answered returns a delivered call's lease, or the failure mode's answer.
+func (l *redisConcurrency) answered(c *acquireCall, key string) (*Lease, error) {
+	if c.err != nil {
+		return l.fail(key, c.err)
+	}
+	return c.lease, nil
+}
+
+// ended answers an Acquire whose context ended first: a canceled context
+// (the caller has gone) gets its error, a passed deadline the failure mode.
+func (l *redisConcurrency) ended(ctx context.Context, key string, err error) (*Lease, error) {
+	if errors.Is(err, context.Canceled) {
+		return nil, fmt.Errorf("algorithms: %w", context.Cause(ctx))
+	}
+	return l.fail(key, fmt.Errorf("%w before Redis answered", err))
+}
+
+// fail decides an Acquire that Redis could not, by the store's FailureMode:
+// FailLocal takes a lease of the local twin, released locally.
+func (l *redisConcurrency) fail(key string, cause error) (*Lease, error) {
+	g := l.guard
+	g.logFailure(cause)
+	switch g.mode {
+	case FailOpen:
+		return &Lease{Allowed: true, Limit: l.limit, Decider: DecidedFailOpen}, nil
+	case FailClosed:
+		return &Lease{Limit: l.limit, RetryAfter: time.Second, Decider: DecidedFailClosed}, nil
+	}
+	lease, err := l.twin.Acquire(context.Background(), key)
+	if err != nil {
+		return nil, err
+	}
+	lease.Decider = DecidedLocally
+	return lease, nil
+}
+
+// release implements leaseOwner: one ZREM within the store's deadline.
+// While the breaker is open Redis is not asked: the lease expires there.
+func (l *redisConcurrency) release(ctx context.Context, lease *Lease) error {
+	g := l.guard
+	l.stats.observe(g.clock().Sub(lease.acquired))
+	if g.breaker.State() == breaker.Open {
+		return fmt.Errorf("algorithms: redis concurrency release: %w; the lease expires after %s", errBreakerOpen, l.lease)
+	}
+	rkey, m := l.redisKey(lease.key), member(lease.id)
+	err := within(ctx, g.timeout, func(ctx context.Context) error { return l.client.ZRem(ctx, rkey, m).Err() })
+	if err != nil {
+		return fmt.Errorf("algorithms: redis concurrency release (the lease expires after %s): %w", l.lease, err)
+	}
+	return nil
+}
+
+// StoreName returns "redis", for observers.
+func (l *redisConcurrency) StoreName() string { return "redis" }

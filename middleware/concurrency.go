@@ -1,0 +1,248 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// DefaultConcurrencyPolicyName names a concurrency limit's policy unless
+// WithPolicyName says otherwise, so that it does not share a name with a
+// rate limit's policy on the same route.
+const DefaultConcurrencyPolicyName = "concurrency"
+
+// NewConcurrency returns middleware that lets at most the limiter's limit
+// of requests per key be in flight at once (algorithms.NewConcurrency): it
+// takes a lease before the handler runs and releases it when the handler
+// returns, also when the handler panics (the panic then goes on) and when
+// the client has gone away (the release does not depend on the request's
+// context). A request over the limit gets 429 with a problem+json body,
+// Retry-After (the limiter's estimate of when a slot frees, in seconds
+// rounded up, at least 1) and the IETF fields
+//
+//	RateLimit-Policy: "concurrency";q=10;qu="concurrent-requests"
+//	RateLimit: "concurrency";r=0;t=1
+//
+// which every admitted request carries too (without t). The fields are
+// added to any a rate limit set before, so mount a rate limit outside
+// (before) this middleware: its requests over the rate then take no slot.
+// The X-RateLimit-* headers describe a rate and are not sent.
+//
+// It takes the options of New that apply: WithKeyFunc, WithRouteScope,
+// WithTimeout (for Acquire and for Release), WithFailurePolicy (for a
+// limiter's error), WithPolicyName (default DefaultConcurrencyPolicyName),
+// WithIETFHeaders, WithDeniedHandler, WithKeyErrorHandler,
+// WithUnavailableRetryAfter, WithLogger, WithObserver, WithShadow and
+// WithClock. WithCost, WithLimiterFunc, WithFallback and a key error
+// counted under a rate limit (WithCountCredentialFailures is ignored: a
+// key error is answered at once) do not apply; the first three are
+// refused. Misconfiguration is handled as New handles it: logged, and
+// every request answered 500; NewConcurrencyChecked returns it instead.
+//
+// Releasing a lease held in Redis costs a round trip after the handler
+// returns, before the response is finished, so a client that waits for
+// each response never meets its own previous request's lease.
+func NewConcurrency(limiter algorithms.ConcurrencyLimiter, opts ...Option) func(http.Handler) http.Handler {
+	mw, err := NewConcurrencyChecked(limiter, opts...)
+	if err == nil {
+		return mw
+	}
+	return misconfigured(err, opts)
+}
+
+// NewConcurrencyChecked is NewConcurrency with the configuration checked up
+// front: it returns an error wrapping ErrInvalidOption instead of
+// middleware that answers 500.
+func NewConcurrencyChecked(limiter algorithms.ConcurrencyLimiter, opts ...Option) (func(http.Handler) http.Handler, error) {
+	c := newConfig()
+	c.policyName = DefaultConcurrencyPolicyName
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
+		}
+		o(c)
+	}
+	if err := c.initConcurrency(limiter); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return func(next http.Handler) http.Handler {
+		return &concurrencyHandler{c: c, limiter: limiter, next: next}
+	}, nil
+}
+
+// initConcurrency checks the options for a concurrency limit.
+func (c *config) initConcurrency(limiter algorithms.ConcurrencyLimiter) error {
+	switch {
+	case isNil(limiter):
+		return errors.New("nil concurrency limiter")
+	case c.cost != nil:
+		return errors.New("WithCost does not apply to a concurrency limit")
+	case c.limiterFunc != nil:
+		return errors.New("WithLimiterFunc does not apply to a concurrency limit")
+	case c.fallback != nil:
+		return errors.New("WithFallback does not apply to a concurrency limit: its store decides when Redis cannot")
+	}
+	if err := c.prepare(); err != nil {
+		return err
+	}
+	c.tooMany = newProblem(http.StatusTooManyRequests, quotaExceededType,
+		"Too many requests from this client are in progress; retry after the number of seconds in Retry-After.",
+		[]string{c.policyName})
+	return nil
+}
+
+// concurrencyHandler is the concurrency middleware around one handler.
+type concurrencyHandler struct {
+	c       *config
+	limiter algorithms.ConcurrencyLimiter
+	next    http.Handler
+}
+
+// ServeHTTP takes a lease, serves r, and releases the lease.
+func (h *concurrencyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c := h.c
+	key, err := c.keyFunc(r)
+	if err != nil {
+		c.observe(OutcomeKeyError, nil, 0)
+		if c.shadow {
+			h.next.ServeHTTP(w, r)
+			return
+		}
+		c.keyError(w, r, err)
+		return
+	}
+	if key == "" {
+		c.refuse(w, r, h.next, &c.badKey, nil, 0)
+		return
+	}
+	if c.routeScope {
+		key = scoped(r, key)
+	}
+
+	start := time.Now()
+	d := newDecision(r.Context(), c.timeout)
+	lease, err := h.limiter.Acquire(d, key)
+	d.release()
+	took := time.Since(start)
+	if err != nil {
+		switch {
+		case errors.Is(err, algorithms.ErrInvalidKey):
+			h.observe(OutcomeInvalid, took)
+			if c.shadow {
+				h.next.ServeHTTP(w, r)
+				return
+			}
+			c.badKey.write(w)
+		case errors.Is(r.Context().Err(), context.Canceled):
+			// The client is gone: nobody reads an answer.
+		case c.policy == FailClosed:
+			c.logFailure(err, key, "closed")
+			h.observe(OutcomeFailClosed, took)
+			if c.shadow {
+				h.next.ServeHTTP(w, r)
+				return
+			}
+			c.unavailable.write(w)
+		default:
+			c.logFailure(err, key, "open")
+			h.observe(OutcomeFailOpen, took)
+			h.next.ServeHTTP(w, r)
+		}
+		return
+	}
+	// Released however the handler ends: returning, panicking, or the
+	// client going away.
+	defer h.release(r, lease, key)
+
+	res := algorithms.Result{Allowed: lease.Allowed, Limit: lease.Limit, Remaining: lease.Remaining,
+		RetryAfter: lease.RetryAfter, Decider: lease.Decider, Index: 0}
+	outcome := outcomeOf(res)
+	switch {
+	case c.shadow:
+		if !lease.Allowed && lease.Decider != algorithms.DecidedFailClosed {
+			outcome = OutcomeShadowDenied
+			c.shadowDenied(r, key)
+		}
+		h.observe(outcome, took)
+		h.next.ServeHTTP(w, r)
+		return
+	case lease.Decider == algorithms.DecidedFailOpen:
+		h.observe(outcome, took)
+		h.next.ServeHTTP(w, r)
+		return
+	case lease.Decider == algorithms.DecidedFailClosed:
+		h.observe(outcome, took)
+		c.unavailable.write(w)
+		return
+	}
+	h.observe(outcome, took)
+	c.setConcurrencyHeaders(w.Header(), lease)
+	if !lease.Allowed {
+		if c.denied != nil {
+			c.denied(w, r, res)
+			return
+		}
+		c.tooMany.write(w)
+		return
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// release gives the lease back within the timeout, on a context the
+// client's departure does not cancel, and logs a failure: the lease then
+// expires on its own.
+func (h *concurrencyHandler) release(r *http.Request, lease *algorithms.Lease, key string) {
+	if !lease.Allowed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.c.timeout)
+	defer cancel()
+	if err := lease.Release(ctx); err != nil {
+		h.c.logFailure(err, key, "release")
+	}
+}
+
+// setConcurrencyHeaders adds the IETF fields for lease (to any a rate
+// limit set), and Retry-After when it was denied.
+func (c *config) setConcurrencyHeaders(hd http.Header, lease *algorithms.Lease) {
+	var retry int64
+	if !lease.Allowed {
+		retry = ceilSeconds(lease.RetryAfter, 1)
+		hd[hdrRetryAfter] = []string{strconv.FormatInt(retry, 10)}
+	}
+	if !c.ietf {
+		return
+	}
+	b := make([]byte, 0, 2*len(c.sfName)+48)
+	b = append(b, c.sfName...)
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, int64(max(lease.Limit, 0)), 10)
+	b = append(b, `;qu="concurrent-requests"`...)
+	hd.Add(hdrPolicy, string(b))
+	b = append(b[:0], c.sfName...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, int64(max(lease.Remaining, 0)), 10)
+	if !lease.Allowed {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, retry, 10)
+	}
+	hd.Add(hdrRateLimit, string(b))
+}
+
+// observe reports a concurrency decision, if anyone listens.
+func (h *concurrencyHandler) observe(outcome string, took time.Duration) {
+	c := h.c
+	if c.observer == nil {
+		return
+	}
+	store := "custom"
+	if n, ok := h.limiter.(interface{ StoreName() string }); ok {
+		store = n.StoreName()
+	}
+	c.observer.Decision(Decision{Policy: c.policyName, Outcome: outcome, Store: store, Duration: took})
+}
