@@ -27,7 +27,7 @@ func send(h http.Handler, method, path, addr string, header ...string) {
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	fmt.Println(strings.TrimSpace(fmt.Sprint(w.Code, " ", w.Header().Get("RateLimit"), " ", w.Header().Get("Retry-After"))))
+	fmt.Println(strings.TrimSpace(fmt.Sprint(w.Code, " ", strings.Join(w.Header().Values("RateLimit"), ", "), " ", w.Header().Get("Retry-After"))))
 }
 
 // The middleware on net/http's ServeMux, keyed by client IP (the default),
@@ -162,7 +162,8 @@ func Example_redis() {
 // one that rotates /64s inside its /48 meets the looser limit of the /48.
 // The two limits differ, so an IPv4 client, keyed alike by both, is counted
 // once by each. The outer /48 counts every request that reaches it, those
-// the /64 then refuses too.
+// the /64 then refuses too. The RateLimit field lists both limits, each
+// under its policy name.
 func Example_iPv6Prefixes() {
 	store := algorithms.NewMemoryStore()
 	perClient, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(2))
@@ -188,12 +189,12 @@ func Example_iPv6Prefixes() {
 	send(r, http.MethodGet, "/", "[2001:db8:1:3::a]:1234") // the /48's limit
 	send(r, http.MethodGet, "/", "[2001:db8:2:1::a]:1234") // another /48
 	// Output:
-	// 200 "client";r=1;t=60
-	// 200 "client";r=0;t=60
-	// 429 "client";r=0;t=60 60
-	// 200 "client";r=1;t=60
+	// 200 "network";r=3;t=60, "client";r=1;t=60
+	// 200 "network";r=2;t=60, "client";r=0;t=60
+	// 429 "network";r=1;t=60, "client";r=0;t=60 60
+	// 200 "network";r=0;t=60, "client";r=1;t=60
 	// 429 "network";r=0;t=60 60
-	// 200 "client";r=1;t=60
+	// 200 "network";r=3;t=60, "client";r=1;t=60
 }
 
 // Testing a handler's limits without sleeping: the store and the

@@ -63,7 +63,11 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]strin
 		if ps != nil && res.Index >= 0 && res.Index < len(ps.names) {
 			// Every policy of the limiter, fixed when it was described; the
 			// RateLimit item below names the one that binds.
-			h[hdrPolicy] = ps.header
+			if existing := h[hdrPolicy]; len(existing) > 0 {
+				h[hdrPolicy] = appendField(existing, ps.header...)
+			} else {
+				h[hdrPolicy] = ps.header
+			}
 			name = ps.names[res.Index]
 		} else {
 			b = append(b, c.sfName...)
@@ -91,9 +95,21 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]strin
 	for i := range n {
 		vals[i] = s[start:ends[i]]
 		start = ends[i]
+		if existing := h[names[i]]; len(existing) > 0 && (names[i] == hdrPolicy || names[i] == hdrRateLimit) {
+			h[names[i]] = appendField(existing, vals[i])
+			continue
+		}
 		// Three-index slices: a later Add must copy, not write into the next.
 		h[names[i]] = vals[i : i+1 : i+1]
 	}
+}
+
+// appendField adds values to a list field that an outer limiter (a looser
+// limit for a whole network, a concurrency limit) may have set already, so
+// that a response lists every limit that applies. It copies, never writing
+// into a slice another response shares.
+func appendField(existing []string, values ...string) []string {
+	return append(existing[:len(existing):len(existing)], values...)
 }
 
 // policySet is how the limits of one limiter appear in responses: every

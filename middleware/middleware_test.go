@@ -448,3 +448,28 @@ func TestLimiterFuncTypedNil(t *testing.T) {
 		t.Fatalf("second: %d, want 429 from New's limiter", rec.Code)
 	}
 }
+
+// Stacked limiters each add their policy to the IETF fields rather than
+// replacing what an outer one set, and no response's fields leak into
+// another's.
+func TestStackedLimitersListEveryPolicy(t *testing.T) {
+	store := algorithms.NewMemoryStore()
+	inner := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2), algorithms.PerHour(10)), WithPolicyName("client"))
+	outer := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)), WithPolicyName("network"))
+	both := outer(inner(&okHandler{}))
+	alone := inner(&okHandler{})
+	for i := range 3 {
+		rec := from(both, "/", "203.0.113.9:1")
+		policies := rec.Header().Values("RateLimit-Policy")
+		if len(policies) != 2 || !strings.HasPrefix(policies[0], `"network";q=5`) || !strings.Contains(policies[1], `"client-`) {
+			t.Fatalf("request %d: RateLimit-Policy %q, want the network's policy then the client's two", i, policies)
+		}
+		if got := rec.Header().Values("RateLimit"); len(got) != 2 {
+			t.Fatalf("request %d: RateLimit %q, want two items", i, got)
+		}
+		rec = from(alone, "/", "198.51.100.9:1")
+		if got := rec.Header().Values("RateLimit-Policy"); len(got) != 1 || strings.Contains(got[0], "network") {
+			t.Fatalf("request %d alone: RateLimit-Policy %q, want the client's only", i, got)
+		}
+	}
+}
