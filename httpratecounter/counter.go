@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/breaker"
 	"github.com/redlimit/redlimit/lua"
 )
 
@@ -41,6 +43,7 @@ type Counter struct {
 	opts    options
 	keyHead string // "<prefix>:{"
 	cfg     atomic.Pointer[limiterConfig]
+	breaker *breaker.Breaker
 }
 
 // limiterConfig is what httprate passed to Config, or why it cannot work.
@@ -65,7 +68,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Counter, error) {
 			return nil, err
 		}
 	}
-	return &Counter{client: client, opts: o, keyHead: o.prefix + ":{"}, nil
+	return &Counter{client: client, opts: o, keyHead: o.prefix + ":{", breaker: breaker.New(breaker.Config{}, nil)}, nil
 }
 
 // Config implements httprate.LimitCounter; httprate calls it once, when
@@ -220,12 +223,30 @@ func hashOf(key string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
+// errBreakerOpen is the error of a call not made because Redis failed
+// repeatedly just before.
+var errBreakerOpen = errors.New("not asked: Redis failed repeatedly, the circuit breaker is open")
+
 // withTimeout runs f with the Counter's timeout and returns when f does or
 // when the timeout passes, whichever is first: a go-redis client that
 // ignores context deadlines cannot hold httprate's lock any longer. A call
-// given up on finishes in the background, its answer dropped.
+// given up on finishes in the background, its answer dropped. While the
+// breaker is open f is not called at all: httprate makes every request of
+// a limiter wait for the one before, so a Redis that times out each call
+// would otherwise slow every request down to one per timeout.
 func withTimeout[T any](c *Counter, f func(ctx context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.timeout)
+	var zero T
+	ok, probe := c.breaker.Allow(time.Now())
+	if !ok {
+		return zero, errBreakerOpen
+	}
+	v, err := runWithin(c.opts.timeout, f)
+	c.breaker.Record(time.Now(), err == nil, probe)
+	return v, err
+}
+
+func runWithin[T any](timeout time.Duration, f func(ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	type answer struct {
 		v   T
@@ -241,6 +262,6 @@ func withTimeout[T any](c *Counter, f func(ctx context.Context) (T, error)) (T, 
 		return a.v, a.err
 	case <-ctx.Done():
 		var zero T
-		return zero, fmt.Errorf("no answer within %s: %w", c.opts.timeout, ctx.Err())
+		return zero, fmt.Errorf("no answer within %s: %w", timeout, ctx.Err())
 	}
 }

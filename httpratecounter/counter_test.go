@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/httprate"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -342,5 +343,44 @@ func TestRedisFailure(t *testing.T) {
 	}
 	if err := c.IncrementBy("k", cur, 1); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("stopped: IncrementBy = %v; want ErrUnavailable", err)
+	}
+}
+
+// A frozen Redis costs httprate's serialized requests one timeout each only
+// until the breaker opens; then they are refused at once, and once Redis
+// answers again a probe closes the breaker.
+func TestBreakerKeepsRequestsFast(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = client.Close() })
+	const timeout, requests = 100 * time.Millisecond, 30
+	c := mustNew(t, client, WithTimeout(timeout))
+	h := httprate.LimitBy(1000, time.Hour, httprate.Key("k"), c.Options()...)(ok)
+	if got := send(h, "GET", "/", "192.0.2.1:1").code; got != 200 {
+		t.Fatalf("Redis up: %d", got)
+	}
+
+	srv.Freeze()
+	t.Cleanup(srv.Thaw)
+	start := time.Now()
+	for i := range requests {
+		if got := send(h, "GET", "/", "192.0.2.1:1").code; got != 503 {
+			t.Fatalf("frozen, request %d: %d; want 503", i+1, got)
+		}
+	}
+	took := time.Since(start)
+	// Five timeouts open the breaker; without it, 30 would be spent.
+	if took > 10*timeout {
+		t.Errorf("%d requests on a frozen Redis took %v; want the breaker to stop at about %v", requests, took, 5*timeout)
+	}
+	t.Logf("%d requests on a frozen Redis answered 503 in %v", requests, took)
+
+	srv.Thaw()
+	deadline := time.Now().Add(5 * time.Second)
+	for send(h, "GET", "/", "192.0.2.1:1").code != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("no request admitted within 5s of Redis answering again")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -77,7 +77,11 @@
 //
 // Every call is bounded by WithTimeout (DefaultTimeout), whatever the
 // go-redis client's own timeouts, because httprate holds its lock across
-// the call. A failure, a timeout or a reply that is not a count is returned
+// the call: each request of a limiter waits for the calls of the one
+// before. For the same reason a circuit breaker stops asking Redis after
+// five consecutive failures (or half the calls of a second, from twenty
+// calls), for half a second, then lets one call probe; meanwhile calls fail
+// at once instead of one per timeout. A failure, a timeout or a reply that is not a count is returned
 // to httprate wrapping ErrUnavailable; nothing falls back to a local count
 // in silence. httprate then calls its error handler and does not pass the
 // request: limiting with httprate and this counter fails closed. httprate's
