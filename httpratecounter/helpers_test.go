@@ -38,10 +38,16 @@ func startBackends(t *testing.T) []backend {
 	}
 }
 
-// mustNew is New that fails the test on an error.
+// testTimeout replaces DefaultTimeout in tests that are not about
+// timeouts: on a loaded machine under the race detector a call, a fresh
+// Cluster client's first above all, may take longer than 100ms.
+const testTimeout = 5 * time.Second
+
+// mustNew is New that fails the test on an error, with testTimeout unless
+// opts set another.
 func mustNew(t *testing.T, client redis.UniversalClient, opts ...Option) *Counter {
 	t.Helper()
-	c, err := New(client, opts...)
+	c, err := New(client, append([]Option{WithTimeout(testTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestSentinel(t *testing.T) {
 	if _, isFailover := client.(*redis.Client); !isFailover {
 		t.Fatalf("UniversalClient with a master name is %T; want a failover *redis.Client", client)
 	}
-	c := mustNew(t, client, WithTimeout(200*time.Millisecond))
+	c := mustNew(t, client, WithTimeout(time.Second))
 	h := httprate.LimitBy(3, window, httprate.Key("k"), c.Options()...)(ok)
 	for i, want := range []int{200, 200, 200, 429} {
 		if got := send(h, "GET", "/", "192.0.2.1:1").code; got != want {
