@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-chi/httprate"
+
+	"github.com/redlimit/redlimit/keyfunc"
 )
 
 // Options are the httprate options that plug the Counter in: its counts
@@ -48,9 +50,12 @@ const answeredHeader = "X-Httpratecounter-Answered"
 //	                         (httprate cannot pass a request on error)
 //	500 Internal Server Error ErrMisconfigured: a programming error, which
 //	                         Err reports at start
-//	400 Bad Request          anything else: httprate hands the key
-//	                         function's errors here too, and a request
-//	                         whose key cannot be found is the client's
+//	401 Unauthorized         a keyfunc credential error (no or an invalid
+//	                         bearer token or API key) from the key
+//	                         function, which httprate hands here too; with
+//	                         WWW-Authenticate, as package middleware answers
+//	400 Bad Request          any other error: the key function's, for a
+//	                         request whose key cannot be found
 //
 // The answers are RFC 9457 problem details, never the error's text.
 func (c *Counter) ErrorHandler(w http.ResponseWriter, _ *http.Request, err error) {
@@ -69,6 +74,10 @@ func (c *Counter) ErrorHandler(w http.ResponseWriter, _ *http.Request, err error
 		writeProblem(w, http.StatusServiceUnavailable, "", "The rate limiter cannot decide at the moment; retry shortly.")
 	case errors.Is(err, ErrMisconfigured):
 		writeProblem(w, http.StatusInternalServerError, "", "The rate limiter is misconfigured.")
+	case errors.Is(err, keyfunc.ErrNoToken) || errors.Is(err, keyfunc.ErrInvalidToken) ||
+		errors.Is(err, keyfunc.ErrNoAPIKey) || errors.Is(err, keyfunc.ErrInvalidAPIKey):
+		h.Set("WWW-Authenticate", challenge(err))
+		writeProblem(w, http.StatusUnauthorized, "", "The request lacks a valid credential, which identifies its client to the rate limiter.")
 	default:
 		writeProblem(w, http.StatusBadRequest, "", "The request does not identify its client as the rate limiter requires.")
 	}
@@ -92,6 +101,19 @@ func (c *Counter) LimitHandler(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// challenge is the WWW-Authenticate value for a keyfunc credential error:
+// Bearer for a token, APIKey (no registered scheme; it names the kind of
+// credential) for an API key.
+func challenge(err error) string {
+	switch {
+	case errors.Is(err, keyfunc.ErrInvalidToken):
+		return `Bearer error="invalid_token"`
+	case errors.Is(err, keyfunc.ErrNoToken):
+		return "Bearer"
+	}
+	return "APIKey"
 }
 
 // wholeSeconds is d in whole seconds, rounded up, at least 1.

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
 )
 
 // Every error httprate can hand over gets one answer, through a real
@@ -73,6 +74,8 @@ func TestErrorAnswers(t *testing.T) {
 	mux.Handle("/down", hDown)
 	mux.Handle("/broken", hBroken)
 	mux.Handle("/strict", askFive(hStrict))
+	keyed := mustNew(t, newClient(), WithPrefix("keyed"))
+	mux.Handle("/keyed", httprate.LimitBy(5, window, httprate.KeyFunc(keyfunc.APIKey("X-API-Key")), keyed.Options()...)(ok))
 	var serverLog bytes.Buffer
 	var logMu sync.Mutex
 	ts := httptest.NewUnstartedServer(mux)
@@ -120,6 +123,7 @@ func TestErrorAnswers(t *testing.T) {
 		{"strict: over the Counter's limit, under the request's", "/strict", "bob", 429, "3600", "slow down\n"},
 		{"misconfigured", "/broken", "carol", 500, "", "The rate limiter is misconfigured."},
 		{"no key", "/down", "", 400, "", "The request does not identify its client as the rate limiter requires."},
+		{"no API key", "/keyed", "", 401, "", "The request lacks a valid credential, which identifies its client to the rate limiter."},
 		{"Redis down", "/down", "alice", 503, "1", "The rate limiter cannot decide at the moment; retry shortly."},
 	}
 	for i, s := range steps {
@@ -129,6 +133,9 @@ func TestErrorAnswers(t *testing.T) {
 		res, body := get(s.path, s.client)
 		if res.StatusCode != s.status || res.Header.Get("Retry-After") != s.retryAfter {
 			t.Errorf("%d %s: %d with Retry-After %q; want %d with %q", i+1, s.name, res.StatusCode, res.Header.Get("Retry-After"), s.status, s.retryAfter)
+		}
+		if (res.Header.Get("WWW-Authenticate") == "APIKey") != (s.status == 401) {
+			t.Errorf("%d %s: WWW-Authenticate %q", i+1, s.name, res.Header.Get("WWW-Authenticate"))
 		}
 		if res.Header.Get(answeredHeader) != "" {
 			t.Errorf("%d %s: the private marker reached the client", i+1, s.name)
@@ -177,7 +184,9 @@ func TestErrorHandlerTable(t *testing.T) {
 		{ErrLimitExceeded, 429, "90"},
 		{fmt.Errorf("%w: get: dial tcp 127.0.0.1:1: refused", ErrUnavailable), 503, "1"},
 		{fmt.Errorf("%w: limit 0", ErrMisconfigured), 500, ""},
-		{errors.New("key function: no API key"), 400, ""},
+		{errors.New("key function: no header"), 400, ""},
+		{fmt.Errorf("k: %w", keyfunc.ErrNoAPIKey), 401, ""},
+		{fmt.Errorf("k: %w", keyfunc.ErrInvalidToken), 401, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.err.Error(), func(t *testing.T) {
@@ -191,6 +200,9 @@ func TestErrorHandlerTable(t *testing.T) {
 			}
 			if n := strings.Count(w.Body.String(), `"status":`); n != 1 || strings.Contains(w.Body.String(), "127.0.0.1") {
 				t.Errorf("body %q: want one problem without internals", w.Body.String())
+			}
+			if wantChallenge := tc.status == 401; (res.Header.Get("WWW-Authenticate") != "") != wantChallenge {
+				t.Errorf("WWW-Authenticate %q on a %d", res.Header.Get("WWW-Authenticate"), tc.status)
 			}
 		})
 	}
