@@ -44,9 +44,9 @@
 // increments it. Each admitted request read, at its check, a weighted count
 // of at most limit-cost; the increments that land after the latest such
 // check come from requests already checked, at most one per instance. So
-// the weighted count never exceeds limit + (N-1)×cost: in one fresh window,
-// at most N-1 requests over the limit pass, and the excess makes later
-// requests wait for it. This bound holds with the Counter's default
+// the weighted count, rounded as httprate rounds it, never exceeds
+// limit + (N-1)×cost: in one fresh window, at most N-1 requests over the
+// limit pass, and the excess makes later requests wait for it. This bound holds with the Counter's default
 // behaviour; its tests measure it with four instances of fifty goroutines
 // each on one key.
 //

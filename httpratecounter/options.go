@@ -33,8 +33,9 @@ var (
 	ErrLimitExceeded = errors.New("httpratecounter: limit exceeded")
 	// ErrMisconfigured: the limiter's configuration cannot work (a limit
 	// below 1, a window under a millisecond, one Counter shared by limiters
-	// of different limits, a negative increment, no Config call). It also
-	// wraps algorithms.ErrInvalidLimit or algorithms.ErrInvalidCost.
+	// of different limits, a negative increment, no Config call). The
+	// error also wraps algorithms.ErrInvalidLimit for the limit, the window
+	// and the sharing, algorithms.ErrInvalidCost for the increment.
 	ErrMisconfigured = errors.New("httpratecounter: misconfigured")
 )
 
