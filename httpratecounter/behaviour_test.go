@@ -235,21 +235,22 @@ func testContextIncrementAndLimit(t *testing.T, newCounter newCounterFunc) {
 	h := limitBy(c, 5, window, httprate.Key("k"))(ok)
 	ctx := context.Background()
 	steps := []struct {
-		ctx             context.Context
-		want            int
-		limit, remaning string
+		ctx                         context.Context
+		want                        int
+		limit, remaining, increment string
 	}{
-		{httprate.WithIncrement(ctx, 3), 200, "5", "2"},
-		{httprate.WithIncrement(ctx, 3), 429, "5", "2"}, // 3 more do not fit in 2
-		{httprate.WithRequestLimit(ctx, 3), 429, "3", "0"},
-		{ctx, 200, "5", "1"},
-		{ctx, 200, "5", "0"},
-		{ctx, 429, "5", "0"},
+		{httprate.WithIncrement(ctx, 3), 200, "5", "2", "3"},
+		{httprate.WithIncrement(ctx, 3), 429, "5", "2", "3"}, // 3 more do not fit in 2
+		{httprate.WithRequestLimit(ctx, 3), 429, "3", "0", ""},
+		{ctx, 200, "5", "1", ""},
+		{ctx, 200, "5", "0", ""},
+		{ctx, 429, "5", "0", ""},
 	}
 	for i, s := range steps {
 		got := sendCtx(s.ctx, h, "GET", "/", "192.0.2.1:1")
-		if got.code != s.want || got.limit != s.limit || got.remaining != s.remaning {
-			t.Errorf("step %d: %d, limit %q, remaining %q; want %d, %q, %q", i+1, got.code, got.limit, got.remaining, s.want, s.limit, s.remaning)
+		if got.code != s.want || got.limit != s.limit || got.remaining != s.remaining || got.increment != s.increment {
+			t.Errorf("step %d: %d, limit %q, remaining %q, increment %q; want %d, %q, %q, %q",
+				i+1, got.code, got.limit, got.remaining, got.increment, s.want, s.limit, s.remaining, s.increment)
 		}
 	}
 }

@@ -68,6 +68,7 @@ func awayFromBoundary(window, margin time.Duration) {
 type response struct {
 	code                        int
 	limit, remaining, reset, ra string
+	increment                   string
 	body                        string
 }
 
@@ -88,7 +89,8 @@ func sendCtx(ctx context.Context, h http.Handler, method, path, remote string, h
 	hd := w.Result().Header
 	return response{
 		code: w.Code, limit: hd.Get("X-RateLimit-Limit"), remaining: hd.Get("X-RateLimit-Remaining"),
-		reset: hd.Get("X-RateLimit-Reset"), ra: hd.Get("Retry-After"), body: w.Body.String(),
+		reset: hd.Get("X-RateLimit-Reset"), ra: hd.Get("Retry-After"), increment: hd.Get("X-RateLimit-Increment"),
+		body: w.Body.String(),
 	}
 }
 
