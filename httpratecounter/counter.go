@@ -24,7 +24,10 @@ import (
 const ttlMargin = time.Second
 
 // minWindow is the shortest window: expiries are set in milliseconds.
-const minWindow = time.Millisecond
+// maxWindow is the longest, far below where twice it would overflow a
+// Duration and turn the expiry negative (which would delete each count as
+// it is written).
+const minWindow, maxWindow = time.Millisecond, 366 * 24 * time.Hour
 
 // The scripts, shared by every Counter: go-redis runs them by EVALSHA and
 // loads them with EVAL when Redis answers NOSCRIPT.
@@ -73,17 +76,17 @@ func New(client redis.UniversalClient, opts ...Option) (*Counter, error) {
 
 // Config implements httprate.LimitCounter; httprate calls it once, when
 // the limiter is built. It cannot return an error, so a configuration that
-// cannot work (a limit below 1, a window under a millisecond, a second call
-// with a different limit or window because one Counter was given to two
-// limiters) is kept, reported by Err, and returned by every later call,
-// wrapping ErrMisconfigured.
+// cannot work (a limit below 1, a window under a millisecond or over 366
+// days, a second call with a different limit or window because one Counter
+// was given to two limiters) is kept, reported by Err, and returned by
+// every later call, wrapping ErrMisconfigured.
 func (c *Counter) Config(requestLimit int, windowLength time.Duration) {
 	next := &limiterConfig{limit: requestLimit, window: windowLength}
 	switch {
 	case requestLimit < 1:
 		next.err = fmt.Errorf("%w: %w: limit %d is below 1", ErrMisconfigured, algorithms.ErrInvalidLimit, requestLimit)
-	case windowLength < minWindow:
-		next.err = fmt.Errorf("%w: %w: window %s is under %s", ErrMisconfigured, algorithms.ErrInvalidLimit, windowLength, minWindow)
+	case windowLength < minWindow || windowLength > maxWindow:
+		next.err = fmt.Errorf("%w: %w: window %s is not within [%s, %s]", ErrMisconfigured, algorithms.ErrInvalidLimit, windowLength, minWindow, maxWindow)
 	}
 	for {
 		old := c.cfg.Load()

@@ -59,6 +59,7 @@ func TestConfigErrors(t *testing.T) {
 		{"negative limit", func(c *Counter) { c.Config(-5, time.Minute) }, algorithms.ErrInvalidLimit},
 		{"zero window", func(c *Counter) { c.Config(10, 0) }, algorithms.ErrInvalidLimit},
 		{"window under 1ms", func(c *Counter) { c.Config(10, 999*time.Microsecond) }, algorithms.ErrInvalidLimit},
+		{"window over 366 days", func(c *Counter) { c.Config(10, 200*365*24*time.Hour) }, algorithms.ErrInvalidLimit},
 		{"shared by two limiters", func(c *Counter) {
 			c.Config(10, time.Minute)
 			c.Config(20, time.Minute)
