@@ -32,10 +32,11 @@ var (
 	// Nothing was counted.
 	ErrLimitExceeded = errors.New("httpratecounter: limit exceeded")
 	// ErrMisconfigured: the limiter's configuration cannot work (a limit
-	// below 1, a window under a millisecond or over 366 days, one Counter shared by limiters
-	// of different limits, a negative increment, no Config call). The
-	// error also wraps algorithms.ErrInvalidLimit for the limit, the window
-	// and the sharing, algorithms.ErrInvalidCost for the increment.
+	// below 1, a window under a millisecond or over 366 days, one Counter
+	// shared by limiters of different limits, a negative increment, no
+	// Config call). The error also wraps algorithms.ErrInvalidLimit for
+	// the limit, the window and the sharing, algorithms.ErrInvalidCost for
+	// the increment.
 	ErrMisconfigured = errors.New("httpratecounter: misconfigured")
 )
 
