@@ -1,8 +1,12 @@
-package httpratecounter
+// Package httpratecompare sets redlimit's httpratecounter beside
+// go-chi/httprate-redis under the same concurrent load, in this module so
+// that the library never depends on the peer.
+package httpratecompare
 
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +16,7 @@ import (
 	httprateredis "github.com/go-chi/httprate-redis"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit/httpratecounter"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -29,7 +34,7 @@ func burst(handlers []http.Handler, goroutines, perGoroutine int) (admitted, odd
 				defer wg.Done()
 				<-start
 				for range perGoroutine {
-					switch send(h, "GET", "/", "192.0.2.1:1").code {
+					switch send(h, "GET", "/", "192.0.2.1:1").Code {
 					case http.StatusOK:
 						a.Add(1)
 					case http.StatusTooManyRequests:
@@ -74,10 +79,10 @@ func TestCompareHTTPRateRedis(t *testing.T) {
 			return httprateredis.NewCounter(&httprateredis.Config{Client: client, PrefixKey: fmt.Sprintf("peer%d", round), FallbackDisabled: true})
 		}},
 		{"Counter", instances - 1, func(client *redis.Client, round int) httprate.LimitCounter {
-			return mustNew(t, client, WithPrefix(fmt.Sprintf("plain%d", round)))
+			return mustNew(t, client, httpratecounter.WithPrefix(fmt.Sprintf("plain%d", round)))
 		}},
 		{"Counter, WithStrictLimit", 0, func(client *redis.Client, round int) httprate.LimitCounter {
-			return mustNew(t, client, WithPrefix(fmt.Sprintf("strict%d", round)), WithStrictLimit())
+			return mustNew(t, client, httpratecounter.WithPrefix(fmt.Sprintf("strict%d", round)), httpratecounter.WithStrictLimit())
 		}},
 	}
 	for _, s := range subjects {
@@ -93,7 +98,7 @@ func TestCompareHTTPRateRedis(t *testing.T) {
 				for i, client := range clients {
 					c := s.counter(client, round)
 					opts := []httprate.Option{httprate.WithLimitCounter(c)}
-					if ours, ok := c.(*Counter); ok {
+					if ours, ok := c.(*httpratecounter.Counter); ok {
 						opts = ours.Options()
 					}
 					handlers[i] = httprate.LimitBy(limit, window, httprate.Key("hot"), opts...)(ok)
@@ -127,13 +132,13 @@ func TestCompareHTTPRateRedis(t *testing.T) {
 
 			cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 			t.Cleanup(func() { _ = cluster.Close() })
-			ours = append(ours, httprate.LimitBy(limit, window, httprate.Key("hot"), mustNew(t, cluster, WithPrefix("ours")).Options()...)(ok))
+			ours = append(ours, httprate.LimitBy(limit, window, httprate.Key("hot"), mustNew(t, cluster, httpratecounter.WithPrefix("ours")).Options()...)(ok))
 		}
 		// One instance after another, so that no race muddles the count.
 		count := func(handlers []http.Handler) (admitted int) {
 			for _, h := range handlers {
 				for range 2 * limit {
-					if send(h, "GET", "/", "192.0.2.1:1").code == http.StatusOK {
+					if send(h, "GET", "/", "192.0.2.1:1").Code == http.StatusOK {
 						admitted++
 					}
 				}
@@ -151,4 +156,37 @@ func TestCompareHTTPRateRedis(t *testing.T) {
 				peerAdmitted, peerErrors.Load(), instances*limit)
 		}
 	})
+}
+
+// mustNew returns a Counter on client with a deadline a loaded machine
+// reaches.
+func mustNew(t *testing.T, client redis.UniversalClient, opts ...httpratecounter.Option) *httpratecounter.Counter {
+	t.Helper()
+	c, err := httpratecounter.New(client, append([]httpratecounter.Option{httpratecounter.WithTimeout(5 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// send serves one request from remote and returns the recorder.
+func send(h http.Handler, method, path, remote string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, nil)
+	r.RemoteAddr = remote
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// ok is the handler behind the limiters.
+var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+
+// awayFromBoundary waits, if need be, until the current window of length
+// window has at least margin left, so that a test's requests all fall in
+// one window of httprate's clock.
+func awayFromBoundary(window, margin time.Duration) {
+	now := time.Now()
+	if left := now.Truncate(window).Add(window).Sub(now); left < margin {
+		time.Sleep(left + time.Millisecond)
+	}
 }
