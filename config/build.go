@@ -125,7 +125,7 @@ func keyFuncOf(c *Config, p *Policy, trust keyfunc.IPOption, o *options) (keyfun
 func planPicker(c *Config, p *Policy, store algorithms.Store, o *options) (func(*http.Request, string) algorithms.Limiter, error) {
 	resolve, ok := o.resolvers[p.PlanResolver]
 	if !ok {
-		return nil, errAt(c, p.at, "plan_resolver %q: no plan resolver registered under that name (config.WithPlanResolver)", p.PlanResolver)
+		return nil, errAt(c, p.resolverAt, "%q: no plan resolver registered under that name (config.WithPlanResolver)", p.PlanResolver)
 	}
 	plans := make(map[string]algorithms.Limiter, len(p.Plans))
 	for name, plan := range p.Plans {

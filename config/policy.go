@@ -30,7 +30,10 @@ func (d *decoder) policy(k, n *yaml.Node, path string, shadow bool) *Policy {
 		field{"key", func(n *yaml.Node, path string) { keyNode = n; p.Key = d.key(n, path) }},
 		field{"cost", d.integer(&p.Cost, 1)},
 		field{"shadow", d.boolean(&p.Shadow)},
-		field{"plan_resolver", d.str(&p.PlanResolver)},
+		field{"plan_resolver", func(n *yaml.Node, path string) {
+			p.resolverAt = position{n.Line, path}
+			d.str(&p.PlanResolver)(n, path)
+		}},
 		field{"plans", func(n *yaml.Node, _ string) { plansNode = n }},
 	)
 	if n.Kind != yaml.MappingNode {

@@ -93,7 +93,8 @@ type Policy struct {
 	// policy's own limits.
 	Plans map[string]Plan
 
-	at position // where the policy starts, for Build's errors
+	at         position // where the policy starts, for Build's errors
+	resolverAt position
 }
 
 // Plan is one plan's algorithm and limits.
