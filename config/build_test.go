@@ -281,3 +281,39 @@ func (l *logBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// refusingRouter panics on one pattern, as chi does on routes it cannot
+// take.
+type refusingRouter struct {
+	chi.Router
+	refuse string
+}
+
+func (r refusingRouter) Method(method, pattern string, h http.Handler) {
+	if pattern == r.refuse {
+		panic("chi: cannot route " + pattern)
+	}
+	r.Router.Method(method, pattern, h)
+}
+
+// A router that refuses a route gets an error from Mount, not a panic.
+func TestMountRefused(t *testing.T) {
+	c, err := Parse([]byte(served), "served.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := c.Build(buildOpts(quiet())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	mux := chi.NewRouter()
+	err = rt.Mount(refusingRouter{Router: mux, refuse: "/me"}, handlers(c))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "route GET /me: the router refused it: chi: cannot route /me") {
+		t.Fatalf("Mount on a refusing router: %v", err)
+	}
+	// The routes registered before it serve under their policies.
+	if got := codes(mux, 4, "GET", "/items", "192.0.2.1:1"); !equal(got, ints(200, 200, 200, 429)) {
+		t.Fatalf("a route mounted before the refusal: %v", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
@@ -200,6 +201,10 @@ func (d *decoder) routes(n *yaml.Node, c *Config) {
 		}
 		if r.Path != "" && !strings.HasPrefix(r.Path, "/") {
 			d.fail(valueNode(item, "path"), join(path, "path"), "%q: a chi pattern starts with /", r.Path)
+		} else if r.Path != "" {
+			if err := checkPattern(r.Path); err != nil {
+				d.fail(valueNode(item, "path"), join(path, "path"), "%q: %v", r.Path, err)
+			}
 		}
 		if r.Policy != "" && c.Policies[r.Policy] == nil {
 			d.fail(valueNode(item, "policy"), join(path, "policy"), "no policy %q", r.Policy)
@@ -244,5 +249,18 @@ func checkRedisURL(s string) error {
 	if _, err := redis.ParseURL(s); err != nil {
 		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "redis: "))
 	}
+	return nil
+}
+
+// checkPattern reports whether chi accepts pattern: chi panics on a
+// pattern it cannot route (an unclosed brace, a wildcard before the end),
+// and Mount must not.
+func checkPattern(pattern string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("not a chi pattern: %v", p)
+		}
+	}()
+	chi.NewRouter().Method(http.MethodGet, pattern, http.NotFoundHandler())
 	return nil
 }

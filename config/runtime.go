@@ -108,11 +108,27 @@ func (rt *Runtime) Mount(r chi.Router, handlers map[string]http.Handler) error {
 	for i, route := range g.cfg.Routes {
 		ms[i] = &mounted{rt: rt, index: i, route: route, h: handlers[route.ID()]}
 	}
+	// Published before the router can route to them.
 	next := *g
 	next.handlers = wrap(&next, ms)
 	rt.mounted = ms
 	rt.cur.Store(&next)
+	return register(r, ms)
+}
+
+// register adds the routes to r. The patterns were checked when parsed,
+// but r's own routes may still clash with them (chi panics then): that is
+// an error, the routes registered before it stay on r, and Mount cannot be
+// called again.
+func register(r chi.Router, ms []*mounted) (err error) {
+	var at *mounted
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: Mount: route %s: the router refused it: %v", ErrInvalid, at.route.ID(), p)
+		}
+	}()
 	for _, m := range ms {
+		at = m
 		r.Method(m.route.Method, m.route.Path, m)
 	}
 	return nil
