@@ -2,7 +2,10 @@ package config
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -73,4 +76,76 @@ func TestServeRedis(t *testing.T) {
 	if got := codes(h1, 1, "GET", "/items", a); !equal(got, ints(200)) {
 		t.Fatalf("memory store after Redis: %v", got)
 	}
+}
+
+// On Redis too, requests across back-to-back reloads all get 200 or 429,
+// and each client exactly its limit.
+func TestReloadUnderLoadRedis(t *testing.T) {
+	addr := redistest.Standalone(t)
+	// A generous deadline: a loaded machine must not hand decisions to the
+	// local twin, whose count is its own.
+	file := "redis: {url: \"redis://" + addr + "/0\", timeout: 1s}\n" + served
+	rt, h := mount(t, file, buildOpts(quiet())...)
+	other := edit(t, file, "rate: 20, period: 1m, burst: 10", "rate: 30, period: 1m, burst: 10")
+	const clients, perClient = 300, 5
+	stop := make(chan struct{})
+	reloads := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { reloads <- n }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f := file
+			if i%2 == 0 {
+				f = other
+			}
+			c, err := Parse([]byte(f), "served.yaml")
+			if err == nil {
+				err = rt.Reload(c)
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n++
+		}
+	}()
+	var wg sync.WaitGroup
+	passed := make([]atomic.Int64, clients)
+	var bad atomic.Int64
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < clients*perClient; i += 8 {
+				c := i % clients
+				switch send(h, "GET", "/items", fmt.Sprintf("192.0.%d.%d:1", 2+c/250, 1+c%250)).Code {
+				case 200:
+					passed[c].Add(1)
+				case 429:
+				default:
+					bad.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	n := <-reloads
+	if bad.Load() != 0 {
+		t.Fatalf("%d requests got neither 200 nor 429", bad.Load())
+	}
+	for c := range passed {
+		if got := passed[c].Load(); got != 3 {
+			t.Fatalf("client %d: %d passed, want 3", c, got)
+		}
+	}
+	if n < 5 {
+		t.Fatalf("only %d reloads during the requests", n)
+	}
+	t.Logf("%d requests, %d reloads", clients*perClient, n)
 }
