@@ -52,6 +52,9 @@ func build(c *Config, store *openStore, o *options) (*generation, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		p := c.Policies[name]
+		if p == nil {
+			return nil, fmt.Errorf("%w: %s: policy %q is nil", ErrInvalid, c.Name, name)
+		}
 		lim, err := algorithms.New(store.store, p.Algorithm, p.Limits...)
 		if err != nil {
 			return nil, errAt(c, p.at, "%v", err)
@@ -67,6 +70,11 @@ func build(c *Config, store *openStore, o *options) (*generation, error) {
 			middleware.WithLogger(o.logger),
 			middleware.WithShadow(p.Shadow),
 			middleware.WithFailurePolicy(failure),
+		}
+		if store.settings.timeout > 0 {
+			// The middleware's own deadline would otherwise cut the
+			// store's short at its default.
+			opts = append(opts, middleware.WithTimeout(store.settings.timeout))
 		}
 		if o.observer != nil {
 			opts = append(opts, middleware.WithObserver(o.observer))
@@ -90,6 +98,12 @@ func build(c *Config, store *openStore, o *options) (*generation, error) {
 			return nil, errAt(c, p.at, "%v", err)
 		}
 		g.policies[name] = mw
+	}
+	// A Config made in code rather than by Parse may name what is not there.
+	for _, r := range c.Routes {
+		if g.policies[r.Policy] == nil {
+			return nil, errAt(c, r.at, "no policy %q", r.Policy)
+		}
 	}
 	return g, nil
 }

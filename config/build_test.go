@@ -317,3 +317,21 @@ func TestMountRefused(t *testing.T) {
 		t.Fatalf("a route mounted before the refusal: %v", got)
 	}
 }
+
+// A Config made in code is checked by Build as far as Parse would be
+// needed to keep Mount from failing at a request.
+func TestBuildConfigInCode(t *testing.T) {
+	c, err := Parse([]byte(served), "served.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Routes = append(c.Routes, Route{Method: "GET", Path: "/ghost", Policy: "ghost"})
+	if _, err := c.Build(buildOpts(quiet())...); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `no policy "ghost"`) {
+		t.Fatalf("route to a missing policy: %v", err)
+	}
+	c.Routes = c.Routes[:len(c.Routes)-1]
+	c.Policies["items"].Key.Kind = "cookie"
+	if _, err := c.Build(buildOpts(quiet())...); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `unknown key kind "cookie"`) {
+		t.Fatalf("unknown key kind: %v", err)
+	}
+}

@@ -22,11 +22,17 @@ type RouteInfo struct {
 	Plans map[string]Plan
 }
 
-// Describe lists the configuration's routes in the file's order.
+// Describe lists the configuration's routes in the file's order. A route
+// whose policy is missing (a Config made in code) has only its method,
+// path and policy name.
 func (c *Config) Describe() []RouteInfo {
 	out := make([]RouteInfo, 0, len(c.Routes))
 	for _, r := range c.Routes {
 		p := c.Policies[r.Policy]
+		if p == nil {
+			out = append(out, RouteInfo{Method: r.Method, Path: r.Path, Policy: r.Policy})
+			continue
+		}
 		info := RouteInfo{Method: r.Method, Path: r.Path, Policy: p.Name, Algorithm: p.Algorithm,
 			Limits: append([]algorithms.Limit(nil), p.Limits...), Key: p.Key.Describe(), Cost: p.Cost, Shadow: p.Shadow}
 		if len(p.Plans) > 0 {

@@ -87,10 +87,13 @@ func Parse(data []byte, name string) (*Config, error) {
 			}
 		})
 	}
+	if policies != nil && len(policies.Content) == 0 {
+		d.fail(policies, "policies", "empty: name at least one policy")
+	}
 	if routes == nil {
 		d.fail(doc, "routes", "missing: assign at least one route to a policy")
-	} else {
-		d.routes(routes, c)
+	} else if d.routes(routes, c); routes.Kind == yaml.SequenceNode && len(routes.Content) == 0 {
+		d.fail(routes, "routes", "empty: assign at least one route to a policy")
 	}
 	if err := d.err(); err != nil {
 		return nil, err
@@ -153,6 +156,10 @@ func (d *decoder) redis(n *yaml.Node, path string) *Redis {
 // key decodes a policy's key: "ip", or a mapping with a kind.
 func (d *decoder) key(n *yaml.Node, path string) Key {
 	k := Key{IPv6Prefix: keyfunc.DefaultIPv6Prefix, Header: "X-API-Key", at: position{n.Line, path}}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		d.fail(n, path, "missing: ip, {kind: api_key, ...} or {kind: func, name: ...}")
+		return k
+	}
 	if n.Kind == yaml.ScalarNode {
 		if n.Value != KeyIP {
 			d.fail(n, path, "%q: only ip may be written alone; write {kind: api_key, ...} or {kind: func, name: ...}", n.Value)

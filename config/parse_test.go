@@ -228,6 +228,9 @@ func TestParseErrors(t *testing.T) {
 			[]string{"t.yaml:1: memory.max_keys: 10 is outside 1024.."}},
 		{"anchors refused", "policies:\n  p: &base\n    key: ip\n    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n  q: *base\nroutes: []\n",
 			[]string{"t.yaml:2: YAML anchors and aliases are not supported"}},
+		{"key empty", strings.Replace(minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"), "key: ip", "key:", 1),
+			[]string{"t.yaml:3: policies.p.key: missing"}},
+		{"no policies", "policies: {}\nroutes: []\n", []string{"t.yaml:1: policies: empty", "t.yaml:2: routes: empty"}},
 		{"several errors at once", minimal("    algorithm: fixed_window\n    limits: [{rate: 0, period: 1s}]\n    cost: 0\n"),
 			[]string{"t.yaml:5: policies.p.limits[0].rate:", "t.yaml:6: policies.p.cost:"}},
 	}

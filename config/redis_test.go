@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -148,4 +149,27 @@ func TestReloadUnderLoadRedis(t *testing.T) {
 		t.Fatalf("only %d reloads during the requests", n)
 	}
 	t.Logf("%d requests, %d reloads", clients*perClient, n)
+}
+
+// redis.timeout is the decision's deadline, not cut short by the
+// middleware's default of 100 ms: with Redis frozen, a request waits
+// the configured 400 ms, then the store decides locally.
+func TestRedisTimeoutApplies(t *testing.T) {
+	srv := redistest.StartServer(t)
+	file := "redis: {url: \"redis://" + srv.Addr + "/0\", timeout: 400ms}\n" + served
+	_, h := mount(t, file, buildOpts(quiet())...)
+	if got := send(h, "GET", "/items", "192.0.2.1:1").Code; got != 200 {
+		t.Fatalf("first request: %d", got)
+	}
+	srv.Freeze()
+	defer srv.Thaw()
+	start := time.Now()
+	rec := send(h, "GET", "/items", "192.0.2.2:1")
+	took := time.Since(start)
+	if rec.Code != 200 || rec.Header().Get("X-RateLimit-Limit") != "3" {
+		t.Fatalf("with Redis frozen: %d %v, want a local decision", rec.Code, rec.Header())
+	}
+	if took < 380*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("decided in %s, want the configured 400 ms", took)
+	}
 }

@@ -55,8 +55,9 @@ type Redis struct {
 	PoolSize     int
 	// Prefix of every key (algorithms.WithPrefix); "" keeps the default.
 	Prefix string
-	// Timeout bounds each decision (algorithms.WithTimeout); 0 keeps the
-	// default.
+	// Timeout bounds each decision (algorithms.WithTimeout, and the
+	// middleware's WithTimeout, which would otherwise cut it short at its
+	// own default); 0 keeps the defaults.
 	Timeout time.Duration
 	// FailureMode is "local" (the default), "open" or "closed".
 	FailureMode string
