@@ -87,7 +87,7 @@ func Parse(data []byte, name string) (*Config, error) {
 			}
 		})
 	}
-	if policies != nil && len(policies.Content) == 0 {
+	if policies != nil && policies.Kind == yaml.MappingNode && len(policies.Content) == 0 {
 		d.fail(policies, "policies", "empty: name at least one policy")
 	}
 	if routes == nil {

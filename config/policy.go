@@ -53,6 +53,8 @@ func (d *decoder) policy(k, n *yaml.Node, path string, shadow bool) *Policy {
 		d.fail(plansNode, join(path, "plan_resolver"), "missing: plans need a resolver registered with WithPlanResolver")
 	case plansNode == nil && p.PlanResolver != "":
 		d.fail(n, join(path, "plans"), "missing: a plan resolver without plans")
+	case plansNode != nil && plansNode.Kind == yaml.MappingNode && len(plansNode.Content) == 0:
+		d.fail(plansNode, join(path, "plans"), "empty: name at least one plan")
 	case plansNode != nil:
 		p.Plans = map[string]Plan{}
 		d.entries(plansNode, join(path, "plans"), func(k, v *yaml.Node, path string) {
