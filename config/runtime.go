@@ -240,7 +240,8 @@ func (rt *Runtime) ReloadFile(path string) error {
 	return nil
 }
 
-// Config returns the configuration in force.
+// Config returns the configuration in force, which the caller must not
+// modify.
 func (rt *Runtime) Config() *Config { return rt.cur.Load().cfg }
 
 // Store describes the store in force, naming no password: "memory (this

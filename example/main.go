@@ -81,7 +81,13 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	if c.instances < 1 {
 		return c, fmt.Errorf("-instances %d: must be at least 1", c.instances)
 	}
-	return c, nil
+	var clash error
+	fs.Visit(func(f *flag.Flag) {
+		if c.config != "" && (f.Name == "redis" || f.Name == "instances") {
+			clash = fmt.Errorf("-%s does not apply with -config: the file's redis section sets the store", f.Name)
+		}
+	})
+	return c, clash
 }
 
 func envOr(name, fallback string) string {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,20 @@ func TestSampleServesLikeBuiltin(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// -redis and -instances would be ignored with -config, so they are refused.
+func TestConfigFlagClash(t *testing.T) {
+	for _, args := range [][]string{
+		{"-config", "redlimit.yaml", "-redis", "redis://127.0.0.1:1/0"},
+		{"-instances", "3", "-config", "redlimit.yaml"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil || !strings.Contains(err.Error(), "does not apply with -config") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	if _, err := parseFlags([]string{"-config", "redlimit.yaml"}, io.Discard); err != nil {
+		t.Errorf("-config alone: %v", err)
 	}
 }
