@@ -76,8 +76,9 @@ var ErrInvalidOption = errors.New("middleware: invalid option")
 // breaker time, an invalid policy name, an unknown FailurePolicy or
 // ResetMode, WithSkip(nil)) is logged at once, at error level, and every
 // request then gets 500 with a problem body that names nothing internal:
-// the service fails closed rather than unlimited. NewChecked reports it as an error instead,
-// for programs that check their configuration at start-up.
+// the service fails closed rather than unlimited. NewChecked reports it as
+// an error instead, for programs that check their configuration at
+// start-up.
 func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	mw, err := NewChecked(limiter, opts...)
 	if err == nil {
