@@ -96,4 +96,11 @@
 // Inside r.Route(..., func(r chi.Router) { r.Use(mw) }) the pattern known
 // is the group's, so the group counts as one. WithRouteScope(false) counts
 // everything a middleware sees under the key alone.
+//
+// # Exemptions
+//
+// WithSkip passes the requests a predicate selects without a decision, a
+// count or headers: health checks, or an allow-list of networks read with
+// keyfunc.ClientIPIn. It is a trust decision: never base it on what a
+// client sends, such as a header no trusted proxy wrote.
 package middleware
