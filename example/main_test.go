@@ -267,19 +267,23 @@ func TestMintToken(t *testing.T) {
 // run serves until its context ends, then shuts down cleanly, with either
 // store.
 func TestRunServesAndShutsDown(t *testing.T) {
-	addr := redistest.Standalone(t)
+	addr, fileAddr := redistest.Standalone(t), redistest.Standalone(t)
 	tests := []struct {
 		name      string
 		args      []string
+		redisURL  string // REDIS_URL, which the sample file reads
 		wantStore string
+		stop      string // a Redis to stop once the limit is spent
 	}{
-		{"memory", nil, "memory"},
-		{"redis", []string{"-redis", "redis://" + addr + "/0"}, "Redis at " + addr},
-		{"config", []string{"-config", "redlimit.yaml"}, "memory (this process only), policies from redlimit.yaml"},
+		{"memory", nil, "", "memory", ""},
+		{"redis", []string{"-redis", "redis://" + addr + "/0"}, "", "Redis at " + addr, addr},
+		{"config", []string{"-config", "redlimit.yaml"}, "", "memory (this process only), policies from redlimit.yaml", ""},
+		{"config with REDIS_URL", []string{"-config", "redlimit.yaml"}, "redis://" + fileAddr + "/0",
+			"Redis at " + fileAddr + " db 0, policies from redlimit.yaml", fileAddr},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("REDIS_URL", "")
+			t.Setenv("REDIS_URL", tt.redisURL)
 			pr, pw := io.Pipe()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -309,10 +313,10 @@ func TestRunServesAndShutsDown(t *testing.T) {
 					t.Fatalf("request %d to /api/items: %d %v, want %d", i+1, resp.StatusCode, resp.Header, want)
 				}
 			}
-			if tt.name == "redis" {
+			if tt.stop != "" {
 				// Redis goes away: the store decides in memory, with the
 				// same limits, and the API stays up and limited.
-				redistest.Stop(t, addr)
+				redistest.Stop(t, tt.stop)
 				resp, err := http.Get(url + "/api/search")
 				if err != nil {
 					t.Fatal(err)
