@@ -5,6 +5,7 @@
 //	go run ./example                         # memory store
 //	REDIS_URL=redis://localhost:6379/0 go run ./example
 //	go run ./example -mint-token alice       # print a demo JWT for alice
+//	go run ./example -config example/redlimit.yaml   # the limits from a file; SIGHUP reloads it
 //
 // GET / lists the routes and their limits as JSON.
 package main
@@ -21,7 +22,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/config"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/metrics"
 	"github.com/redlimit/redlimit/middleware"
@@ -50,9 +51,10 @@ func main() {
 	}
 }
 
-// config is what the flags and the environment set.
-type config struct {
+// options are what the flags and the environment set.
+type options struct {
 	addr      string
+	config    string
 	redisURL  string
 	jwtSecret string
 	apiKeys   string
@@ -61,11 +63,12 @@ type config struct {
 	instances int
 }
 
-func parseFlags(args []string, out io.Writer) (config, error) {
+func parseFlags(args []string, out io.Writer) (options, error) {
 	fs := flag.NewFlagSet("example", flag.ContinueOnError)
 	fs.SetOutput(out)
-	var c config
+	var c options
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&c.config, "config", "", "YAML file of policies, routes and store (see redlimit.yaml); SIGHUP reloads it; -redis and -instances then do not apply")
 	fs.StringVar(&c.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL); empty means the in-memory store")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", envOr("JWT_SECRET", demoSecret), "HS256 secret for bearer tokens (default $JWT_SECRET, else a public demo secret)")
 	fs.StringVar(&c.apiKeys, "api-keys", envOr("API_KEYS", "free-demo-key"), "comma-separated API keys on the free plan (default $API_KEYS)")
@@ -78,7 +81,13 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	if c.instances < 1 {
 		return c, fmt.Errorf("-instances %d: must be at least 1", c.instances)
 	}
-	return c, nil
+	var clash error
+	fs.Visit(func(f *flag.Flag) {
+		if c.config != "" && (f.Name == "redis" || f.Name == "instances") {
+			clash = fmt.Errorf("-%s does not apply with -config: the file's redis section sets the store", f.Name)
+		}
+	})
+	return c, clash
 }
 
 func envOr(name, fallback string) string {
@@ -109,14 +118,27 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, describe, closeStore, err := openStore(cfg.redisURL, cfg.instances, logger, m)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	handler, err := newAPI(store, cfg, logger, m, reg)
-	if err != nil {
-		return err
+	var handler http.Handler
+	var describe string
+	if cfg.config != "" {
+		rt, err := newConfiguredAPI(cfg, logger, m, reg)
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		handler, describe = rt.handler, rt.Store()+", policies from "+cfg.config
+		stopReloads := reloadOnSIGHUP(rt.Runtime, cfg.config)
+		defer stopReloads()
+	} else {
+		store, desc, closeStore, err := openStore(cfg.redisURL, cfg.instances, logger, m)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		if handler, err = newAPI(store, cfg, logger, m, reg); err != nil {
+			return err
+		}
+		describe = desc
 	}
 
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -174,135 +196,61 @@ func mintToken(secret, subject string, now time.Time, valid time.Duration) (stri
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
 }
 
-// route describes one limited route for GET /.
-type route struct {
-	Method    string     `json:"method"`
-	Path      string     `json:"path"`
-	Algorithm string     `json:"algorithm"`
-	Limits    []limitDoc `json:"limits"`
-	Key       string     `json:"key"`
-	Cost      int        `json:"cost,omitempty"`
-	Plan      string     `json:"plan,omitempty"`
-}
-
-type limitDoc struct {
-	Rate          int     `json:"rate"`
-	PeriodSeconds float64 `json:"period_seconds"`
-	Burst         int     `json:"burst,omitempty"`
-}
-
-// newAPI builds the router: every route has its own limiter, so no two
-// routes share a counter. With a Redis store, a decision Redis cannot make
-// in time is made in memory with the same limits (the store's default
-// FailLocal), so the API stays limited, per instance, while Redis is away.
-func newAPI(store algorithms.Store, cfg config, logger *slog.Logger, m *metrics.Metrics, reg *prometheus.Registry) (http.Handler, error) {
-	secret := []byte(cfg.jwtSecret)
-	// Keys are remembered by their hash only. Unknown keys are refused, so
-	// nobody can make up a key to get a fresh limit.
-	known, proKeys := hashedKeys(cfg.apiKeys), hashedKeys(cfg.proKeys)
-	for h := range proKeys {
-		known[h] = true
-	}
+// newAPI builds the router from builtinRoutes: every route has its own
+// limiter, so no two routes share a counter. With a Redis store, a
+// decision Redis cannot make in time is made in memory with the same
+// limits (the store's default FailLocal), so the API stays limited, per
+// instance, while Redis is away.
+func newAPI(store algorithms.Store, cfg options, logger *slog.Logger, m *metrics.Metrics, reg *prometheus.Registry) (http.Handler, error) {
+	id := newIdentities(cfg)
 	keyFuncs := map[string]keyfunc.KeyFunc{
-		"ip": keyfunc.IP(),
-		"api_key": keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(raw string) bool {
-			return known[keyfunc.HashAPIKey(raw)]
-		})),
-		"jwt": keyfunc.JWTSubject(func(*jwt.Token) (any, error) { return secret, nil },
-			jwt.WithValidMethods([]string{"HS256"})),
+		"ip":      keyfunc.IP(),
+		"api_key": keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(id.isKnown)),
+		"jwt":     id.jwtFunc,
 	}
-
+	hs := handlers()
 	r := chi.NewRouter()
-	var routes []route
-	// limit mounts handler at method and path behind a limiter of its own.
-	limit := func(method, path, key string, cost int, alg algorithms.Algorithm, limits []algorithms.Limit, handler http.HandlerFunc, extra ...middleware.Option) error {
-		limiter, err := algorithms.New(store, alg, limits...)
+	for _, rt := range builtinRoutes {
+		limiter, err := algorithms.New(store, rt.Algorithm, rt.Limits...)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", method, path, err)
+			return nil, fmt.Errorf("%s %s: %w", rt.Method, rt.Path, err)
 		}
-		opts := append([]middleware.Option{
-			middleware.WithKeyFunc(keyFuncs[key]),
+		opts := []middleware.Option{
+			middleware.WithKeyFunc(keyFuncs[rt.Key]),
 			middleware.WithLogger(logger),
-			middleware.WithPolicyName(policyName(path)),
+			middleware.WithPolicyName(rt.Policy),
 			middleware.WithObserver(m),
-		}, extra...)
-		if cost > 1 {
+		}
+		if cost := rt.Cost; cost > 1 {
 			opts = append(opts, middleware.WithCost(func(*http.Request) int { return cost }))
 		}
-		r.With(middleware.New(limiter, opts...)).Method(method, path, handler)
-		doc := route{Method: method, Path: path, Algorithm: string(alg), Key: key}
-		if cost > 1 {
-			doc.Cost = cost
-		}
-		for _, l := range limits {
-			d := limitDoc{Rate: l.Rate, PeriodSeconds: l.Period.Seconds()}
-			if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
-				d.Burst = l.Burst
+		if len(rt.Plans) > 0 {
+			plans := map[string]algorithms.Limiter{}
+			for name, p := range rt.Plans {
+				if plans[name], err = algorithms.New(store, p.Algorithm, p.Limits...); err != nil {
+					return nil, fmt.Errorf("%s %s plan %s: %w", rt.Method, rt.Path, name, err)
+				}
 			}
-			doc.Limits = append(doc.Limits, d)
+			opts = append(opts, middleware.WithLimiterFunc(func(r *http.Request, key string) algorithms.Limiter {
+				return plans[id.plan(r, key)] // nil: the policy's own limiter
+			}))
 		}
-		routes = append(routes, doc)
-		return nil
-	}
-
-	per := algorithms.PerMinute
-	steps := []error{
-		limit(http.MethodGet, "/api/items", "ip", 1, algorithms.FixedWindow,
-			[]algorithms.Limit{per(60)}, reply("items")),
-		limit(http.MethodGet, "/api/search", "ip", 1, algorithms.SlidingWindowCounter,
-			[]algorithms.Limit{algorithms.PerSecond(5), per(100)}, reply("search results")),
-		limit(http.MethodPost, "/login", "ip", 1, algorithms.SlidingWindowLog,
-			[]algorithms.Limit{per(5)}, reply("logged in")),
-		limit(http.MethodPost, "/api/export", "ip", 5, algorithms.TokenBucket,
-			[]algorithms.Limit{per(20).WithBurst(10)}, reply("export started")),
-		limit(http.MethodGet, "/api/reports", "api_key", 1, algorithms.TokenBucket,
-			[]algorithms.Limit{per(30).WithBurst(5)}, reply("reports")),
-		limit(http.MethodGet, "/api/me", "jwt", 1, algorithms.LeakyBucket,
-			[]algorithms.Limit{algorithms.PerSecond(2).WithBurst(4)}, reply("hello, token holder")),
-	}
-	for _, err := range steps {
+		mw, err := middleware.NewChecked(limiter, opts...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s %s: %w", rt.Method, rt.Path, err)
 		}
+		r.With(mw).Method(rt.Method, rt.Path, hs[rt.Method+" "+rt.Path])
 	}
-
-	// Tiers: the free plan's limiter is the route's own; pro keys get theirs.
-	pro, err := algorithms.New(store, algorithms.FixedWindow, per(100))
-	if err != nil {
-		return nil, err
-	}
-	pickPlan := middleware.WithLimiterFunc(func(_ *http.Request, key string) algorithms.Limiter {
-		if proKeys[strings.TrimPrefix(key, "key:")] {
-			return pro
-		}
-		return nil // the free limiter
-	})
-	if err := limit(http.MethodGet, "/api/plan", "api_key", 1, algorithms.FixedWindow,
-		[]algorithms.Limit{per(5)}, reply("plan data"), pickPlan); err != nil {
-		return nil, err
-	}
-	routes[len(routes)-1].Plan = "free: 5/min; pro (-pro-keys): 100/min"
-
-	r.Get("/", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"routes": routes})
-	})
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	serveIndex(r, reg, func() []config.RouteInfo { return builtinRoutes })
 	return r, nil
 }
 
-// hashedKeys returns the hashes of the comma-separated keys in list.
-func hashedKeys(list string) map[string]bool {
-	hashes := map[string]bool{}
-	for _, k := range strings.Split(list, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			hashes[keyfunc.HashAPIKey(k)] = true
-		}
-	}
-	return hashes
-}
-
-func policyName(path string) string {
-	return strings.Trim(strings.ReplaceAll(path, "/", "-"), "-")
+// serveIndex adds GET /, the routes as JSON, and GET /metrics to r.
+func serveIndex(r chi.Router, reg *prometheus.Registry, routes func() []config.RouteInfo) {
+	r.Get("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"routes": routeDocs(routes())})
+	})
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 }
 
 func reply(message string) http.HandlerFunc {

@@ -19,21 +19,45 @@ import (
 	"github.com/redlimit/redlimit/metrics"
 )
 
-func newTestAPI(t *testing.T) *httptest.Server {
+// modes are the two ways the example gets its limits: built in, and
+// from the sample file.
+var modes = []string{"builtin", "config"}
+
+// newTestAPI serves the example on the memory store, with its limits
+// built in or, for mode "config", from redlimit.yaml.
+func newTestAPI(t *testing.T, mode string) *httptest.Server {
 	t.Helper()
-	cfg := config{jwtSecret: "test-secret", apiKeys: "free-1,free-2", proKeys: "pro-1, pro-2"}
+	cfg := options{jwtSecret: "test-secret", apiKeys: "free-1,free-2", proKeys: "pro-1, pro-2"}
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newAPI(algorithms.NewMemoryStore(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), m, reg)
-	if err != nil {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var h http.Handler
+	if mode == "config" {
+		t.Setenv("REDIS_URL", "") // the sample's store: memory without it
+		cfg.config = "redlimit.yaml"
+		api, err := newConfiguredAPI(cfg, logger, m, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { api.Close() })
+		h = api.handler
+	} else if h, err = newAPI(algorithms.NewMemoryStore(), cfg, logger, m, reg); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// forEachMode runs test on the example with its limits built in and
+// from the sample file.
+func forEachMode(t *testing.T, test func(t *testing.T, srv *httptest.Server)) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) { test(t, newTestAPI(t, mode)) })
+	}
 }
 
 func do(t *testing.T, srv *httptest.Server, method, path string, header map[string]string) *http.Response {
@@ -74,154 +98,160 @@ func count(codes []int, code int) int {
 }
 
 func TestRouteList(t *testing.T) {
-	srv := newTestAPI(t)
-	resp, err := srv.Client().Get(srv.URL + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Routes []struct {
-			Method    string `json:"method"`
-			Path      string `json:"path"`
-			Algorithm string `json:"algorithm"`
-			Limits    []struct {
-				Rate          int     `json:"rate"`
-				PeriodSeconds float64 `json:"period_seconds"`
-			} `json:"limits"`
-			Key string `json:"key"`
-		} `json:"routes"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
-	algs, keys := map[string]bool{}, map[string]bool{}
-	for _, r := range body.Routes {
-		if r.Method == "" || !strings.HasPrefix(r.Path, "/") || len(r.Limits) == 0 {
-			t.Errorf("incomplete route %+v", r)
+	forEachMode(t, func(t *testing.T, srv *httptest.Server) {
+		resp, err := srv.Client().Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, l := range r.Limits {
-			if l.Rate <= 0 || l.PeriodSeconds <= 0 {
-				t.Errorf("route %s: limit %+v", r.Path, l)
+		defer resp.Body.Close()
+		var body struct {
+			Routes []struct {
+				Method    string `json:"method"`
+				Path      string `json:"path"`
+				Algorithm string `json:"algorithm"`
+				Limits    []struct {
+					Rate          int     `json:"rate"`
+					PeriodSeconds float64 `json:"period_seconds"`
+				} `json:"limits"`
+				Key string `json:"key"`
+			} `json:"routes"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		algs, keys := map[string]bool{}, map[string]bool{}
+		for _, r := range body.Routes {
+			if r.Method == "" || !strings.HasPrefix(r.Path, "/") || len(r.Limits) == 0 {
+				t.Errorf("incomplete route %+v", r)
+			}
+			for _, l := range r.Limits {
+				if l.Rate <= 0 || l.PeriodSeconds <= 0 {
+					t.Errorf("route %s: limit %+v", r.Path, l)
+				}
+			}
+			algs[r.Algorithm], keys[r.Key] = true, true
+		}
+		for _, a := range algorithms.Algorithms {
+			if !algs[string(a)] {
+				t.Errorf("no route shows %s", a)
 			}
 		}
-		algs[r.Algorithm], keys[r.Key] = true, true
-	}
-	for _, a := range algorithms.Algorithms {
-		if !algs[string(a)] {
-			t.Errorf("no route shows %s", a)
+		for _, k := range []string{"ip", "api_key", "jwt"} {
+			if !keys[k] {
+				t.Errorf("no route keyed by %s", k)
+			}
 		}
-	}
-	for _, k := range []string{"ip", "api_key", "jwt"} {
-		if !keys[k] {
-			t.Errorf("no route keyed by %s", k)
+		if len(keys) != 3 {
+			t.Errorf("key kinds %v, want only ip, api_key, jwt", keys)
 		}
-	}
-	if len(keys) != 3 {
-		t.Errorf("key kinds %v, want only ip, api_key, jwt", keys)
-	}
+	})
 }
 
 func TestLoginIsStrict(t *testing.T) {
-	srv := newTestAPI(t)
-	got := statuses(t, srv, http.MethodPost, "/login", nil, 7)
-	if count(got[:5], http.StatusOK) != 5 || count(got[5:], http.StatusTooManyRequests) != 2 {
-		t.Fatalf("login statuses %v, want 5 × 200 then 429", got)
-	}
-	resp := do(t, srv, http.MethodPost, "/login", nil)
-	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
-	if err != nil || retry < 1 || retry > 60 {
-		t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
-	}
-	if resp.Header.Get("X-RateLimit-Limit") != "5" || resp.Header.Get("X-RateLimit-Remaining") != "0" {
-		t.Fatalf("headers %v", resp.Header)
-	}
-	// Another route has its own counter.
-	if got := do(t, srv, http.MethodGet, "/api/items", nil).StatusCode; got != http.StatusOK {
-		t.Fatalf("/api/items after /login ran out: %d", got)
-	}
+	forEachMode(t, func(t *testing.T, srv *httptest.Server) {
+		got := statuses(t, srv, http.MethodPost, "/login", nil, 7)
+		if count(got[:5], http.StatusOK) != 5 || count(got[5:], http.StatusTooManyRequests) != 2 {
+			t.Fatalf("login statuses %v, want 5 × 200 then 429", got)
+		}
+		resp := do(t, srv, http.MethodPost, "/login", nil)
+		retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if err != nil || retry < 1 || retry > 60 {
+			t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
+		}
+		if resp.Header.Get("X-RateLimit-Limit") != "5" || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+			t.Fatalf("headers %v", resp.Header)
+		}
+		// Another route has its own counter.
+		if got := do(t, srv, http.MethodGet, "/api/items", nil).StatusCode; got != http.StatusOK {
+			t.Fatalf("/api/items after /login ran out: %d", got)
+		}
+	})
 }
 
 func TestMetrics(t *testing.T) {
-	srv := newTestAPI(t)
-	statuses(t, srv, http.MethodPost, "/login", nil, 7)
-	resp, err := srv.Client().Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		`redlimit_requests_total{policy="login",result="allowed"} 5`,
-		`redlimit_requests_total{policy="login",result="denied"} 2`,
-		`redlimit_decision_duration_seconds_count{store="memory"} 7`,
-	} {
-		if !strings.Contains(string(body), want+"\n") {
-			t.Errorf("/metrics lacks %s:\n%s", want, body)
+	forEachMode(t, func(t *testing.T, srv *httptest.Server) {
+		statuses(t, srv, http.MethodPost, "/login", nil, 7)
+		resp, err := srv.Client().Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			`redlimit_requests_total{policy="login",result="allowed"} 5`,
+			`redlimit_requests_total{policy="login",result="denied"} 2`,
+			`redlimit_decision_duration_seconds_count{store="memory"} 7`,
+		} {
+			if !strings.Contains(string(body), want+"\n") {
+				t.Errorf("/metrics lacks %s:\n%s", want, body)
+			}
+		}
+	})
 }
 
 func TestJWTRoute(t *testing.T) {
-	srv := newTestAPI(t)
-	good, err := mintToken("test-secret", "alice", time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged, _ := mintToken("another-secret", "alice", time.Now(), time.Hour)
-	expired, _ := mintToken("test-secret", "alice", time.Now().Add(-2*time.Hour), time.Hour)
-	tests := []struct {
-		name   string
-		header map[string]string
-		want   int
-	}{
-		{"no token", nil, http.StatusUnauthorized},
-		{"forged", map[string]string{"Authorization": "Bearer " + forged}, http.StatusUnauthorized},
-		{"expired", map[string]string{"Authorization": "Bearer " + expired}, http.StatusUnauthorized},
-		{"valid", map[string]string{"Authorization": "Bearer " + good}, http.StatusOK},
-	}
-	for _, tt := range tests {
-		if got := do(t, srv, http.MethodGet, "/api/me", tt.header).StatusCode; got != tt.want {
-			t.Errorf("%s: status %d, want %d", tt.name, got, tt.want)
+	forEachMode(t, func(t *testing.T, srv *httptest.Server) {
+		good, err := mintToken("test-secret", "alice", time.Now(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// The leaky bucket holds 4: three more pass, then the fifth is refused.
-	got := statuses(t, srv, http.MethodGet, "/api/me", map[string]string{"Authorization": "Bearer " + good}, 4)
-	if count(got[:3], http.StatusOK) != 3 || got[3] != http.StatusTooManyRequests {
-		t.Fatalf("statuses %v, want 3 × 200 then 429", got)
-	}
+		forged, _ := mintToken("another-secret", "alice", time.Now(), time.Hour)
+		expired, _ := mintToken("test-secret", "alice", time.Now().Add(-2*time.Hour), time.Hour)
+		tests := []struct {
+			name   string
+			header map[string]string
+			want   int
+		}{
+			{"no token", nil, http.StatusUnauthorized},
+			{"forged", map[string]string{"Authorization": "Bearer " + forged}, http.StatusUnauthorized},
+			{"expired", map[string]string{"Authorization": "Bearer " + expired}, http.StatusUnauthorized},
+			{"valid", map[string]string{"Authorization": "Bearer " + good}, http.StatusOK},
+		}
+		for _, tt := range tests {
+			if got := do(t, srv, http.MethodGet, "/api/me", tt.header).StatusCode; got != tt.want {
+				t.Errorf("%s: status %d, want %d", tt.name, got, tt.want)
+			}
+		}
+		// The leaky bucket holds 4: three more pass, then the fifth is refused.
+		got := statuses(t, srv, http.MethodGet, "/api/me", map[string]string{"Authorization": "Bearer " + good}, 4)
+		if count(got[:3], http.StatusOK) != 3 || got[3] != http.StatusTooManyRequests {
+			t.Fatalf("statuses %v, want 3 × 200 then 429", got)
+		}
+	})
 }
 
 func TestTiers(t *testing.T) {
-	srv := newTestAPI(t)
-	free := statuses(t, srv, http.MethodGet, "/api/plan", map[string]string{"X-API-Key": "free-1"}, 7)
-	if count(free, http.StatusOK) != 5 {
-		t.Fatalf("free plan statuses %v, want 5 passes", free)
-	}
-	pro := statuses(t, srv, http.MethodGet, "/api/plan", map[string]string{"X-API-Key": "pro-2"}, 20)
-	if count(pro, http.StatusOK) != 20 {
-		t.Fatalf("pro plan statuses %v, want all 20 to pass", pro)
-	}
-	if got := do(t, srv, http.MethodGet, "/api/plan", nil).StatusCode; got != http.StatusUnauthorized {
-		t.Fatalf("no API key: %d, want 401", got)
-	}
-	// Made-up keys are refused rather than given fresh limits.
-	for _, key := range []string{"made-up-1", "made-up-2"} {
-		if got := do(t, srv, http.MethodGet, "/api/reports", map[string]string{"X-API-Key": key}).StatusCode; got != http.StatusUnauthorized {
-			t.Fatalf("made-up key %q: %d, want 401", key, got)
+	forEachMode(t, func(t *testing.T, srv *httptest.Server) {
+		free := statuses(t, srv, http.MethodGet, "/api/plan", map[string]string{"X-API-Key": "free-1"}, 7)
+		if count(free, http.StatusOK) != 5 {
+			t.Fatalf("free plan statuses %v, want 5 passes", free)
 		}
-	}
+		pro := statuses(t, srv, http.MethodGet, "/api/plan", map[string]string{"X-API-Key": "pro-2"}, 20)
+		if count(pro, http.StatusOK) != 20 {
+			t.Fatalf("pro plan statuses %v, want all 20 to pass", pro)
+		}
+		if got := do(t, srv, http.MethodGet, "/api/plan", nil).StatusCode; got != http.StatusUnauthorized {
+			t.Fatalf("no API key: %d, want 401", got)
+		}
+		// Made-up keys are refused rather than given fresh limits.
+		for _, key := range []string{"made-up-1", "made-up-2"} {
+			if got := do(t, srv, http.MethodGet, "/api/reports", map[string]string{"X-API-Key": key}).StatusCode; got != http.StatusUnauthorized {
+				t.Fatalf("made-up key %q: %d, want 401", key, got)
+			}
+		}
+	})
 }
 
 func TestCostAboveOne(t *testing.T) {
-	srv := newTestAPI(t)
-	got := statuses(t, srv, http.MethodPost, "/api/export", nil, 3)
-	if got[0] != http.StatusOK || got[1] != http.StatusOK || got[2] != http.StatusTooManyRequests {
-		t.Fatalf("export statuses %v, want two passes of cost 5 from a bucket of 10, then 429", got)
-	}
+	forEachMode(t, func(t *testing.T, srv *httptest.Server) {
+		got := statuses(t, srv, http.MethodPost, "/api/export", nil, 3)
+		if got[0] != http.StatusOK || got[1] != http.StatusOK || got[2] != http.StatusTooManyRequests {
+			t.Fatalf("export statuses %v, want two passes of cost 5 from a bucket of 10, then 429", got)
+		}
+	})
 }
 
 func TestMintToken(t *testing.T) {
@@ -237,17 +267,23 @@ func TestMintToken(t *testing.T) {
 // run serves until its context ends, then shuts down cleanly, with either
 // store.
 func TestRunServesAndShutsDown(t *testing.T) {
-	addr := redistest.Standalone(t)
+	addr, fileAddr := redistest.Standalone(t), redistest.Standalone(t)
 	tests := []struct {
 		name      string
 		args      []string
+		redisURL  string // REDIS_URL, which the sample file reads
 		wantStore string
+		stop      string // a Redis to stop once the limit is spent
 	}{
-		{"memory", nil, "memory"},
-		{"redis", []string{"-redis", "redis://" + addr + "/0"}, "Redis at " + addr},
+		{"memory", nil, "", "memory", ""},
+		{"redis", []string{"-redis", "redis://" + addr + "/0"}, "", "Redis at " + addr, addr},
+		{"config", []string{"-config", "redlimit.yaml"}, "", "memory (this process only), policies from redlimit.yaml", ""},
+		{"config with REDIS_URL", []string{"-config", "redlimit.yaml"}, "redis://" + fileAddr + "/0",
+			"Redis at " + fileAddr + " db 0, policies from redlimit.yaml", fileAddr},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("REDIS_URL", tt.redisURL)
 			pr, pw := io.Pipe()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -277,10 +313,10 @@ func TestRunServesAndShutsDown(t *testing.T) {
 					t.Fatalf("request %d to /api/items: %d %v, want %d", i+1, resp.StatusCode, resp.Header, want)
 				}
 			}
-			if tt.name == "redis" {
+			if tt.stop != "" {
 				// Redis goes away: the store decides in memory, with the
 				// same limits, and the API stays up and limited.
-				redistest.Stop(t, addr)
+				redistest.Stop(t, tt.stop)
 				resp, err := http.Get(url + "/api/search")
 				if err != nil {
 					t.Fatal(err)

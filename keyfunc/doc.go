@@ -25,6 +25,9 @@
 //		keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(isIssuedKey)),
 //		keyfunc.IP(keyfunc.TrustProxies(netip.MustParsePrefix("10.0.0.0/8"))),
 //	)
+//
+// [ClientIPIn] reads the client address as [IP] does, for allow-lists of
+// networks such as middleware.WithSkip's.
 package keyfunc
 
 import (

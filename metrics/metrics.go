@@ -16,8 +16,9 @@
 //
 // result is one of the middleware's Outcome constants: allowed, denied,
 // shadow_denied, fail_open, fail_closed, local_allowed, local_denied,
-// cache_denied, key_error, invalid. store is memory, redis or custom. kind is
-// timeout, connection, script or other. The breaker gauge's policy is the
+// cache_denied, key_error, invalid, skipped (exempted by WithSkip, with no
+// duration observed). store is memory, redis or custom. kind is timeout,
+// connection, script or other. The breaker gauge's policy is the
 // middleware's policy name for its own breaker, and the store's prefix for
 // a Redis store's.
 package metrics

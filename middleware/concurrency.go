@@ -106,6 +106,12 @@ type concurrencyHandler struct {
 // ServeHTTP takes a lease, serves r, and releases the lease.
 func (h *concurrencyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := h.c
+	if c.skip != nil && c.skip(r) {
+		// Exempt by the server's own rule, as with New: no lease, no headers.
+		c.observe(OutcomeSkipped, nil, 0)
+		h.next.ServeHTTP(w, r)
+		return
+	}
 	key, err := c.keyFunc(r)
 	if err != nil {
 		c.observe(OutcomeKeyError, nil, 0)

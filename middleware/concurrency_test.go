@@ -388,3 +388,30 @@ func TestRedisConcurrency(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// WithSkip exempts requests from the concurrency limit as from a rate
+// limit: no lease, no headers, however many run at once.
+func TestConcurrencySkip(t *testing.T) {
+	g := newGate()
+	health := func(r *http.Request) bool { return r.URL.Path == "/healthz" }
+	h := NewConcurrency(newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey), WithSkip(health))(g)
+	var wg sync.WaitGroup
+	recs := make([]*httptest.ResponseRecorder, 4)
+	for i := range 3 {
+		wg.Go(func() { recs[i] = get(h, "/healthz", "alice") })
+		<-g.entered
+	}
+	// Three exempt requests run; the limit of 1 is still whole.
+	wg.Go(func() { recs[3] = get(h, "/", "alice") })
+	<-g.entered
+	close(g.open)
+	wg.Wait()
+	for i, rec := range recs {
+		if rec.Code != http.StatusOK {
+			t.Errorf("request %d: %d, want 200", i, rec.Code)
+		}
+		if i < 3 && rec.Header().Get("RateLimit-Policy") != "" {
+			t.Errorf("skipped request %d has headers %v", i, rec.Header())
+		}
+	}
+}

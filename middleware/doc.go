@@ -104,4 +104,11 @@
 // responses: it holds a lease while the handler runs and answers 429 with
 // RateLimit-Policy's qu="concurrent-requests" over the limit. Mount it
 // inside a rate limit.
+//
+// # Exemptions
+//
+// WithSkip passes the requests a predicate selects without a decision, a
+// count or headers: health checks, or an allow-list of networks read with
+// keyfunc.ClientIPIn. It is a trust decision: never base it on what a
+// client sends, such as a header no trusted proxy wrote.
 package middleware

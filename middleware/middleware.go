@@ -44,6 +44,8 @@ type config struct {
 	observer                Observer
 	shadow                  bool
 	shadowLog               logGate
+	skip                    func(*http.Request) bool
+	skipNil                 bool // WithSkip(nil) was given
 
 	// Precomputed at New, so the hot path only appends numbers.
 	sfName           []byte // the policy name as an sf-string, quoted
@@ -72,10 +74,11 @@ var ErrInvalidOption = errors.New("middleware: invalid option")
 // New never panics. Configuration that no request could be served with (a
 // nil limiter, a nil option, a timeout that is not positive, a negative
 // breaker time, an invalid policy name, an unknown FailurePolicy or
-// ResetMode) is logged at once, at error level, and every request then gets
-// 500 with a problem body that names nothing internal: the service fails
-// closed rather than unlimited. NewChecked reports it as an error instead,
-// for programs that check their configuration at start-up.
+// ResetMode, WithSkip(nil)) is logged at once, at error level, and every
+// request then gets 500 with a problem body that names nothing internal:
+// the service fails closed rather than unlimited. NewChecked reports it as
+// an error instead, for programs that check their configuration at
+// start-up.
 func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	mw, err := NewChecked(limiter, opts...)
 	if err == nil {
@@ -172,6 +175,8 @@ func (c *config) prepare() error {
 		return fmt.Errorf("unknown failure policy %d", c.policy)
 	case c.resetMode != ResetEpoch && c.resetMode != ResetDelta:
 		return fmt.Errorf("unknown reset mode %d", c.resetMode)
+	case c.skipNil:
+		return errors.New("WithSkip: nil function")
 	}
 	name, err := sfString(c.policyName)
 	if err != nil {
@@ -246,6 +251,13 @@ type handler struct {
 // ServeHTTP decides on r and then serves or refuses it.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := h.c
+	if c.skip != nil && c.skip(r) {
+		// Exempt by the server's own rule: not decided, not counted, no
+		// headers.
+		c.observe(OutcomeSkipped, nil, 0)
+		h.next.ServeHTTP(w, r)
+		return
+	}
 	key, err := c.keyFunc(r)
 	if err != nil {
 		if c.shadow {

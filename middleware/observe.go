@@ -35,6 +35,9 @@ const (
 	OutcomeKeyError = "key_error"
 	// OutcomeInvalid: the key or cost was refused (400, 413).
 	OutcomeInvalid = "invalid"
+	// OutcomeSkipped: WithSkip exempted the request; nothing was decided
+	// or counted.
+	OutcomeSkipped = "skipped"
 )
 
 // Observer receives what the middleware does, for metrics. Its methods are

@@ -1,0 +1,158 @@
+package config
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
+)
+
+// generation is one configuration, built: what requests run under between
+// two swaps. It is never changed once published.
+type generation struct {
+	cfg      *Config
+	store    *openStore
+	policies map[string]func(http.Handler) http.Handler
+	handlers []http.Handler // the mounted routes, by mount index, wrapped
+}
+
+// errAt formats a Build error at a place in c's file.
+func errAt(c *Config, at position, format string, args ...any) error {
+	return &Error{File: c.Name, Line: at.line, Field: at.path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// build makes a generation of c on store.
+func build(c *Config, store *openStore, o *options) (*generation, error) {
+	g := &generation{cfg: c, store: store, policies: map[string]func(http.Handler) http.Handler{}}
+	trust := keyfunc.TrustProxies(c.TrustedProxies...)
+	var skip func(*http.Request) bool
+	if len(c.Skip) > 0 {
+		in, err := keyfunc.ClientIPIn(c.Skip, trust)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: skip.networks: %w", ErrInvalid, c.Name, err)
+		}
+		skip = in
+	}
+	credKey, err := keyfunc.NewIP(trust)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: trusted_proxies: %w", ErrInvalid, c.Name, err)
+	}
+	failure := middleware.FailClosed
+	if c.FailurePolicy == "open" {
+		failure = middleware.FailOpen
+	}
+	// In name order, so that the first error is the same on every run.
+	names := make([]string, 0, len(c.Policies))
+	for name := range c.Policies {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := c.Policies[name]
+		if p == nil {
+			return nil, fmt.Errorf("%w: %s: policy %q is nil", ErrInvalid, c.Name, name)
+		}
+		lim, err := algorithms.New(store.store, p.Algorithm, p.Limits...)
+		if err != nil {
+			return nil, errAt(c, p.at, "%v", err)
+		}
+		kf, err := keyFuncOf(c, p, trust, o)
+		if err != nil {
+			return nil, err
+		}
+		opts := []middleware.Option{
+			middleware.WithPolicyName(p.Name),
+			middleware.WithKeyFunc(kf),
+			middleware.WithCredentialFailureKey(credKey),
+			middleware.WithLogger(o.logger),
+			middleware.WithShadow(p.Shadow),
+			middleware.WithFailurePolicy(failure),
+		}
+		if store.settings.timeout > 0 {
+			// The middleware's own deadline would otherwise cut the
+			// store's short at its default.
+			opts = append(opts, middleware.WithTimeout(store.settings.timeout))
+		}
+		if o.observer != nil {
+			opts = append(opts, middleware.WithObserver(o.observer))
+		}
+		if skip != nil {
+			opts = append(opts, middleware.WithSkip(skip))
+		}
+		if p.Cost > 1 {
+			cost := p.Cost
+			opts = append(opts, middleware.WithCost(func(*http.Request) int { return cost }))
+		}
+		if p.PlanResolver != "" {
+			pick, err := planPicker(c, p, store.store, o)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, middleware.WithLimiterFunc(pick))
+		}
+		mw, err := middleware.NewChecked(lim, append(opts, o.mwOpts...)...)
+		if err != nil {
+			return nil, errAt(c, p.at, "%v", err)
+		}
+		g.policies[name] = mw
+	}
+	// A Config made in code rather than by Parse may name what is not there.
+	for _, r := range c.Routes {
+		if g.policies[r.Policy] == nil {
+			return nil, errAt(c, r.at, "no policy %q", r.Policy)
+		}
+	}
+	return g, nil
+}
+
+// keyFuncOf builds policy p's key function.
+func keyFuncOf(c *Config, p *Policy, trust keyfunc.IPOption, o *options) (keyfunc.KeyFunc, error) {
+	k := p.Key
+	switch k.Kind {
+	case KeyIP:
+		kf, err := keyfunc.NewIP(trust, keyfunc.IPv6Prefix(k.IPv6Prefix))
+		if err != nil {
+			return nil, errAt(c, k.at, "%v", err)
+		}
+		return kf, nil
+	case KeyAPIKey:
+		known, ok := o.knownKeys[k.KnownKeys]
+		if !ok {
+			return nil, errAt(c, k.at, "known_keys %q: no check of API keys registered under that name (config.WithKnownKeys)", k.KnownKeys)
+		}
+		return keyfunc.APIKey(k.Header, keyfunc.KnownAPIKey(known)), nil
+	case KeyFunc:
+		kf, ok := o.keyFuncs[k.Func]
+		if !ok {
+			return nil, errAt(c, k.at, "name %q: no key function registered under that name (config.WithKeyFunc)", k.Func)
+		}
+		return kf, nil
+	}
+	return nil, errAt(c, k.at, "unknown key kind %q", k.Kind)
+}
+
+// planPicker builds the limiters of p's plans and the function that picks
+// one per request.
+func planPicker(c *Config, p *Policy, store algorithms.Store, o *options) (func(*http.Request, string) algorithms.Limiter, error) {
+	resolve, ok := o.resolvers[p.PlanResolver]
+	if !ok {
+		return nil, errAt(c, p.resolverAt, "%q: no plan resolver registered under that name (config.WithPlanResolver)", p.PlanResolver)
+	}
+	plans := make(map[string]algorithms.Limiter, len(p.Plans))
+	for name, plan := range p.Plans {
+		lim, err := algorithms.New(store, plan.Algorithm, plan.Limits...)
+		if err != nil {
+			return nil, errAt(c, p.at, "plans.%s: %v", name, err)
+		}
+		plans[name] = lim
+	}
+	return func(r *http.Request, key string) algorithms.Limiter {
+		if lim, ok := plans[resolve(r, key)]; ok {
+			return lim
+		}
+		return nil // the policy's own limits
+	}, nil
+}

@@ -1,0 +1,262 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// RetireAfter is how long a store replaced by a reload keeps its Redis
+// client open, so that decisions in flight on it end normally.
+const RetireAfter = 10 * time.Second
+
+// Runtime serves mounted routes behind the policies of one configuration
+// at a time. Reloads swap the whole set at once: each request loads the
+// current set once, so it runs wholly under the old or wholly under the new
+// one, and none waits or fails for the swap.
+type Runtime struct {
+	opts *options
+	cur  atomic.Pointer[generation]
+
+	mu      sync.Mutex // serializes Mount, reloads and Close
+	mounted []*mounted
+	closed  bool
+}
+
+// mounted is one route as Mount registered it on the router.
+type mounted struct {
+	rt    *Runtime
+	index int
+	route Route
+	h     http.Handler
+}
+
+// ServeHTTP runs the request under the current policy set.
+func (m *mounted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.rt.cur.Load().handlers[m.index].ServeHTTP(w, r)
+}
+
+// Build makes the store, the limiters and a middleware per policy, and
+// returns a Runtime ready to Mount. Names the file uses but no option
+// registers (key functions, checks of API keys, plan resolvers) are errors
+// wrapping ErrInvalid, naming the line.
+func (c *Config) Build(opts ...Option) (*Runtime, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	store, err := newStore(c, settingsOf(c), o)
+	if err != nil {
+		return nil, err
+	}
+	g, err := build(c, store, o)
+	if err != nil {
+		store.close()
+		return nil, err
+	}
+	rt := &Runtime{opts: o}
+	rt.cur.Store(g)
+	return rt, nil
+}
+
+// Mount registers each handler on r at its route, "METHOD /pattern" as in
+// the file's routes ("GET /api/items"), behind the route's policy. The
+// handlers must match the file's routes one for one (a route without a
+// handler, or a handler without a route, is an error wrapping ErrInvalid
+// and nothing is mounted), so a typo on either side is found at start-up.
+// Mount is called once; routes that no policy limits are registered on r
+// directly.
+func (rt *Runtime) Mount(r chi.Router, handlers map[string]http.Handler) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.mounted != nil {
+		return fmt.Errorf("%w: Mount called twice", ErrInvalid)
+	}
+	g := rt.cur.Load()
+	want := map[string]bool{}
+	for _, route := range g.cfg.Routes {
+		want[route.ID()] = true
+	}
+	var problems []string
+	for id, h := range handlers {
+		switch {
+		case !want[id]:
+			problems = append(problems, fmt.Sprintf("handler %q has no route in %s", id, g.cfg.Name))
+		case h == nil:
+			problems = append(problems, fmt.Sprintf("handler %q is nil", id))
+		}
+	}
+	for _, route := range g.cfg.Routes {
+		if handlers[route.ID()] == nil {
+			problems = append(problems, fmt.Sprintf("%s:%d: route %s has no handler", g.cfg.Name, route.at.line, route.ID()))
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("%w: Mount: %s", ErrInvalid, strings.Join(problems, "; "))
+	}
+	ms := make([]*mounted, len(g.cfg.Routes))
+	for i, route := range g.cfg.Routes {
+		ms[i] = &mounted{rt: rt, index: i, route: route, h: handlers[route.ID()]}
+	}
+	// Published before the router can route to them.
+	next := *g
+	next.handlers = wrap(&next, ms)
+	rt.mounted = ms
+	rt.cur.Store(&next)
+	return register(r, ms)
+}
+
+// register adds the routes to r. The patterns were checked when parsed,
+// but r's own routes may still clash with them (chi panics then): that is
+// an error, the routes registered before it stay on r, and Mount cannot be
+// called again.
+func register(r chi.Router, ms []*mounted) (err error) {
+	var at *mounted
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: Mount: route %s: the router refused it: %v", ErrInvalid, at.route.ID(), p)
+		}
+	}()
+	for _, m := range ms {
+		at = m
+		r.Method(m.route.Method, m.route.Path, m)
+	}
+	return nil
+}
+
+// wrap puts each mounted route's handler behind its policy in g.
+func wrap(g *generation, ms []*mounted) []http.Handler {
+	byID := map[string]Route{}
+	for _, route := range g.cfg.Routes {
+		byID[route.ID()] = route
+	}
+	hs := make([]http.Handler, len(ms))
+	for i, m := range ms {
+		hs[i] = g.policies[byID[m.route.ID()].Policy](m.h)
+	}
+	return hs
+}
+
+// Reload builds c and swaps it in. On any error the running set stays and
+// the error (wrapping ErrInvalid) is returned.
+//
+// What a reload can change: policies (algorithm, limits, key, cost, plans,
+// shadow), which policy each route has, trusted proxies, the skip list,
+// the failure policy. Counts survive for every policy whose algorithm and
+// limits stay the same (they are kept by algorithm and limit, per route,
+// in the store), also when it is renamed or its key changes kind. Changing
+// the store's settings (redis or memory) makes a new store: in memory
+// every count starts afresh; with Redis, counts in the same server and
+// prefix remain, but the local twin's and the denial cache start afresh.
+// What it cannot change: the set of routes, since handlers come from code
+// (a file that adds or removes a route is refused), and the names the code
+// registered.
+func (rt *Runtime) Reload(c *Config) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return fmt.Errorf("%w: the runtime is closed", ErrInvalid)
+	}
+	old := rt.cur.Load()
+	if rt.mounted != nil {
+		if err := sameRoutes(c, rt.mounted); err != nil {
+			return err
+		}
+	}
+	store := old.store
+	settings := settingsOf(c)
+	fresh := settings != store.settings
+	if fresh {
+		var err error
+		if store, err = newStore(c, settings, rt.opts); err != nil {
+			return err
+		}
+	}
+	g, err := build(c, store, rt.opts)
+	if err != nil {
+		if fresh {
+			store.close()
+		}
+		return err
+	}
+	g.handlers = wrap(g, rt.mounted)
+	rt.cur.Store(g)
+	if fresh {
+		retired := old.store
+		time.AfterFunc(RetireAfter, retired.close)
+	}
+	return nil
+}
+
+// sameRoutes checks that c has exactly the mounted routes.
+func sameRoutes(c *Config, ms []*mounted) error {
+	have := map[string]bool{}
+	for _, route := range c.Routes {
+		have[route.ID()] = true
+	}
+	var problems []string
+	for _, m := range ms {
+		if !have[m.route.ID()] {
+			problems = append(problems, "route "+m.route.ID()+" is mounted but not in the new file")
+		}
+		delete(have, m.route.ID())
+	}
+	for _, route := range c.Routes {
+		if have[route.ID()] {
+			problems = append(problems, fmt.Sprintf("%s:%d: route %s has no handler: new routes need code", c.Name, route.at.line, route.ID()))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// ReloadFile loads the file at path and swaps it in. A file that does not
+// load, validate or build leaves the running set as it is; the error is
+// logged and returned.
+func (rt *Runtime) ReloadFile(path string) error {
+	c, err := Load(path)
+	if err == nil {
+		err = rt.Reload(c)
+	}
+	if err != nil {
+		rt.opts.logger.LogAttrs(context.Background(), slog.LevelError,
+			"redlimit: configuration not reloaded; the previous one stays in force", slog.Any("error", err))
+		return err
+	}
+	rt.opts.logger.LogAttrs(context.Background(), slog.LevelInfo,
+		"redlimit: configuration reloaded", slog.String("file", c.Name), slog.Int("policies", len(c.Policies)))
+	return nil
+}
+
+// Config returns the configuration in force, which the caller must not
+// modify.
+func (rt *Runtime) Config() *Config { return rt.cur.Load().cfg }
+
+// Store describes the store in force, naming no password: "memory (this
+// process only)" or "Redis at host:port db n".
+func (rt *Runtime) Store() string { return rt.cur.Load().store.desc }
+
+// Close closes the Redis client of the store in force. Requests served
+// afterwards are decided by the store's failure mode.
+func (rt *Runtime) Close() error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return errors.New("config: runtime closed twice")
+	}
+	rt.closed = true
+	rt.cur.Load().store.close()
+	return nil
+}
