@@ -76,6 +76,18 @@ func newGuard(cfg storeConfig, pool int) *guard {
 	return g
 }
 
+// DecisionBounder is implemented by limiters that bound each decision
+// themselves: a Redis store's limiters, by the store's WithTimeout. A
+// caller that sets a deadline of its own by default, as the middleware
+// does, gives them at least this long, so that the store's setting is not
+// cut short.
+type DecisionBounder interface {
+	DecisionTimeout() time.Duration
+}
+
+// DecisionTimeout implements DecisionBounder.
+func (l *redisLimiter) DecisionTimeout() time.Duration { return l.guard.timeout }
+
 // Allow implements Limiter. It asks Redis unless the denial cache answers,
 // and decides by the store's FailureMode when Redis cannot decide by the
 // deadline (the context's, or WithTimeout's if sooner). It returns an

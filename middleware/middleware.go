@@ -46,6 +46,7 @@ type config struct {
 	shadowLog               logGate
 	skip                    func(*http.Request) bool
 	skipNil                 bool // WithSkip(nil) was given
+	timeoutSet              bool // WithTimeout was given
 
 	// Precomputed at New, so the hot path only appends numbers.
 	sfName           []byte // the policy name as an sf-string, quoted
@@ -384,7 +385,11 @@ func (c *config) writeDenied(w http.ResponseWriter, r *http.Request, res algorit
 
 // decide asks l for a decision within the timeout.
 func (c *config) decide(parent context.Context, l algorithms.Limiter, key string, cost int) (*decision, algorithms.Result, error) {
-	d := newDecision(parent, c.timeout)
+	timeout := c.timeout
+	if b, ok := l.(algorithms.DecisionBounder); ok && !c.timeoutSet {
+		timeout = max(timeout, b.DecisionTimeout())
+	}
+	d := newDecision(parent, timeout)
 	res, err := l.Allow(d, key, cost)
 	d.release()
 	return d, res, err

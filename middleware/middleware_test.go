@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -471,5 +472,43 @@ func TestStackedLimitersListEveryPolicy(t *testing.T) {
 		if got := rec.Header().Values("RateLimit-Policy"); len(got) != 1 || strings.Contains(got[0], "network") {
 			t.Fatalf("request %d alone: RateLimit-Policy %q, want the client's only", i, got)
 		}
+	}
+}
+
+// boundedLimiter bounds its decisions itself and records the deadline the
+// middleware gave it.
+type boundedLimiter struct {
+	bound    time.Duration
+	deadline time.Duration
+}
+
+func (l *boundedLimiter) Allow(ctx context.Context, _ string, _ int) (algorithms.Result, error) {
+	d, _ := ctx.Deadline()
+	l.deadline = time.Until(d)
+	return algorithms.Result{Allowed: true, Limit: 1}, nil
+}
+
+func (l *boundedLimiter) DecisionTimeout() time.Duration { return l.bound }
+
+// The default deadline gives way to a limiter that bounds its decisions
+// for longer (a Redis store's WithTimeout); WithTimeout, once given, rules.
+func TestDefaultTimeoutGivesWayToTheStore(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		bound    time.Duration
+		opts     []Option
+		min, max time.Duration
+	}{
+		{"longer store timeout", 400 * time.Millisecond, nil, 300 * time.Millisecond, 400 * time.Millisecond},
+		{"shorter store timeout", 10 * time.Millisecond, nil, 50 * time.Millisecond, DefaultTimeout},
+		{"WithTimeout rules", 400 * time.Millisecond, []Option{WithTimeout(20 * time.Millisecond)}, 0, 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &boundedLimiter{bound: tc.bound}
+			from(New(l, tc.opts...)(&okHandler{}), "/", "192.0.2.1:1")
+			if l.deadline < tc.min || l.deadline > tc.max {
+				t.Errorf("deadline %s from now, want between %s and %s", l.deadline, tc.min, tc.max)
+			}
+		})
 	}
 }

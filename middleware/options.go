@@ -87,10 +87,13 @@ func WithLimiterFunc(pick func(r *http.Request, key string) algorithms.Limiter) 
 	return func(c *config) { c.limiterFunc = pick }
 }
 
-// WithTimeout bounds each decision, the fallback's separately; the default
-// is DefaultTimeout. New panics on a timeout that is not positive.
+// WithTimeout bounds each decision, the fallback's separately. Without it
+// a decision gets DefaultTimeout, or longer when the limiter bounds its
+// decisions itself for longer (algorithms.DecisionBounder: a Redis store's
+// WithTimeout), so that the store's setting is not cut short. A timeout
+// that is not positive is a misconfiguration (see NewChecked).
 func WithTimeout(d time.Duration) Option {
-	return func(c *config) { c.timeout = d }
+	return func(c *config) { c.timeout, c.timeoutSet = d, true }
 }
 
 // WithFailurePolicy sets what happens when the limiter (and the fallback, if
