@@ -178,6 +178,24 @@ func TestDrawAllWithoutBenchFile(t *testing.T) {
 	if err := drawAll(out, bench, &stdout, &stderr); err == nil {
 		t.Error("a malformed comparison file drew without error")
 	}
+
+	// A run of the denied section only: nothing to draw, said, no error.
+	var denied []string
+	for _, line := range strings.Split(goodBench, "\n") {
+		if !strings.HasPrefix(line, "compare,") {
+			denied = append(denied, line)
+		}
+	}
+	stderr.Reset()
+	if err := drawAll(out, writeTemp(t, strings.Join(denied, "\n")), &stdout, &stderr); err != nil {
+		t.Errorf("a file without compare rows: %v", err)
+	}
+	if !strings.Contains(stderr.String(), `no "compare" rows`) {
+		t.Errorf("stderr %q does not say why throughput.png was not drawn", stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, "throughput.png")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("throughput.png drawn without compare rows: %v", err)
+	}
 }
 
 func TestShortNameAndSILabel(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -94,7 +95,8 @@ func main() {
 
 // drawAll draws every picture into the folder out; throughput.png only
 // when the comparison's file bench (default: out/bench/compare.csv)
-// exists, saying on stderr when it does not.
+// exists and has the comparison's nearly-all-allowed rows, saying on
+// stderr when it does not; a malformed file is an error.
 func drawAll(out, bench string, stdout, stderr io.Writer) error {
 	for _, p := range patterns {
 		path := filepath.Join(out, "admitted-"+p.name+".png")
@@ -113,6 +115,11 @@ func drawAll(out, bench string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !slices.ContainsFunc(run.rows, func(r benchRow) bool { return r.section == throughputSection }) {
+		// A run of other sections only: a valid file with nothing to draw.
+		fmt.Fprintf(stderr, "plots: no %q rows in %s (a run without that section); throughput.png not drawn\n", throughputSection, bench)
+		return nil
 	}
 	path := filepath.Join(out, "throughput.png")
 	if err := drawThroughput(run, path); err != nil {
