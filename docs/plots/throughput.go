@@ -28,7 +28,7 @@ const (
 	tpWidth   = 10 * vg.Inch
 	tpPanel   = 3.6 * vg.Inch
 	tpLegend  = 3.3 * vg.Inch
-	tpCaption = 0.9 * vg.Inch
+	tpCaption = 1.0 * vg.Inch
 )
 
 // peerStyles tell the other libraries apart from redlimit's rows: dark,
@@ -209,9 +209,9 @@ func caption(run *benchRun, rows []benchRow) string {
 		machine += " (" + cpu + ")"
 	}
 	lines := []string{
-		fmt.Sprintf("All figures from one run of make bench-compare, started %s, on %s, %s, GOMAXPROCS %s, Go %s, redis-server %s on loopback;",
-			m("started"), machine, m("os_arch"), m("gomaxprocs"), m("go"), m("redis")),
-		fmt.Sprintf("limit %s, %s client IPs, go-redis pool %s, benchtime %s, count %s (medians of the rounds). Compare only within one run.",
+		fmt.Sprintf("All figures from one run of the comparison (bench/cmd/compare, as make bench-compare runs it), started %s: compare them only with each other.", m("started")),
+		fmt.Sprintf("Machine: %s, %s, GOMAXPROCS %s, Go %s, redis-server %s on loopback.", machine, m("os_arch"), m("gomaxprocs"), m("go"), m("redis")),
+		fmt.Sprintf("Limit %s, %s client IPs, go-redis pool %s, benchtime %s, count %s (medians of the rounds).",
 			m("limit"), m("clients"), m("pool"), m("benchtime"), m("count")),
 	}
 	var bare []string
