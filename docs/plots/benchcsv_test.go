@@ -137,6 +137,31 @@ func TestDrawThroughput(t *testing.T) {
 		t.Error("the same file drew two different pictures")
 	}
 
+	// A run of one kind at one concurrency (-only, -g): one panel, single
+	// points.
+	var redis50 []benchRow
+	for _, r := range run.rows {
+		if r.section == "compare" && r.kind == "redis" && r.g == 50 {
+			redis50 = append(redis50, r)
+		}
+	}
+	one := &benchRun{meta: run.meta, rows: redis50}
+	path := filepath.Join(dir, "one.png")
+	if err := drawThroughput(one, path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.Bounds().Dx() != img.Bounds().Dx() || small.Bounds().Dy() >= img.Bounds().Dy()*3/4 {
+		t.Errorf("one panel drawn %v, two %v", small.Bounds(), img.Bounds())
+	}
+
 	run.rows = run.rows[len(run.rows)-1:] // only the denied row
 	if err := drawThroughput(run, filepath.Join(dir, "c.png")); err == nil || !strings.Contains(err.Error(), `no "compare" rows`) {
 		t.Errorf("a file without the compare section: err = %v", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -55,19 +56,26 @@ func drawThroughput(run *benchRun, path string) error {
 	if len(rows) == 0 {
 		return fmt.Errorf("no %q rows (the comparison's nearly-all-allowed section): run it with -sections compare", throughputSection)
 	}
-	c, err := draw.NewFormattedCanvas(tpWidth, 2*tpPanel+tpCaption, "png")
+	// A panel for each kind the run measured (-only may have left one out).
+	var panels []struct{ kind, title string }
+	for _, p := range []struct{ kind, title string }{
+		{"memory", "In memory: requests/s against concurrent goroutines, nearly all allowed"},
+		{"redis", "Redis-backed: requests/s against concurrent goroutines, nearly all allowed"},
+	} {
+		if slices.ContainsFunc(rows, func(r benchRow) bool { return r.kind == p.kind && !math.IsNaN(r.reqPerSec) }) {
+			panels = append(panels, p)
+		}
+	}
+	if len(panels) == 0 {
+		return errors.New("no memory or Redis-backed middleware with a req/s figure")
+	}
+	c, err := draw.NewFormattedCanvas(tpWidth, vg.Length(len(panels))*tpPanel+tpCaption, "png")
 	if err != nil {
 		return err
 	}
 	dc := draw.New(c)
-	white := dc
-	white.SetColor(color.White)
-	white.Fill(dc.Rectangle.Path())
-
-	panels := []struct{ kind, title string }{
-		{"memory", "In memory: requests/s against concurrent goroutines, nearly all allowed"},
-		{"redis", "Redis-backed: requests/s against concurrent goroutines, nearly all allowed"},
-	}
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
 	for i, p := range panels {
 		top := tpCaption + vg.Length(len(panels)-i)*tpPanel
 		area := draw.Crop(dc, 0, 0, top-tpPanel, top-dc.Max.Y-vg.Points(6))
