@@ -5,9 +5,11 @@
 #   make lint                 gofmt, go vet, staticcheck
 #   make run [ARGS="..."]     run the example server
 #   make fuzz [FUZZTIME=30s] [PKG=./...]  run every fuzz target in turn
-#   make plots                draw docs/admitted-*.png, the algorithms under the same traffic
+#   make plots                draw docs/admitted-*.png, the algorithms under the same traffic, and
+#                             docs/throughput.png from docs/bench/compare.csv when it is there
 #   make loadtest [ARGS="..."] flood 3 example instances sharing one redis-server (about a minute)
-#   make bench-compare [ARGS="..."]  redlimit against its peers, one markdown report (about 6 minutes)
+#   make bench-compare [ARGS="..."]  redlimit against its peers, one markdown report (about 6 minutes),
+#                                    and the figures behind it in docs/bench/compare.csv
 #   make bench-http [ARGS="..."]     only the real-HTTP part of it, under wrk (about a minute)
 
 SHELL := /bin/bash
@@ -77,7 +79,9 @@ loadtest:
 	$(GO) run ./loadtest -go $(GO) $(ARGS)
 
 # The plotting program is a module of its own (docs/plots), so the plotting
-# library never becomes a dependency of the library's users.
+# library never becomes a dependency of the library's users. It reads
+# docs/bench/compare.csv (make bench-compare) for docs/throughput.png and
+# says so on standard error, drawing the rest, when that file is missing.
 plots:
 	cd docs/plots && $(GO) run . -out ..
 
@@ -85,9 +89,13 @@ plots:
 # the peers never become dependencies of the library's users, and the root's
 # "go test ./..." (make test) never runs it. It starts its own redis-server
 # on a free loopback port and stops it by PID; tables go to standard output,
-# progress to standard error. Flags: cd bench && go run ./cmd/compare -h.
+# progress to standard error. The compare and denied tables' figures also
+# go to docs/bench/compare.csv (format: bench/cmd/compare/csv.go), which
+# make plots draws; ARGS come after -csv, so ARGS="-csv=" writes none and
+# ARGS="-csv other.csv" writes elsewhere (relative to bench/). Flags: cd
+# bench && go run ./cmd/compare -h.
 bench-compare:
-	cd bench && $(GO) run ./cmd/compare $(ARGS)
+	cd bench && $(GO) run ./cmd/compare -csv ../docs/bench/compare.csv $(ARGS)
 
 bench-http:
 	cd bench && $(GO) run ./cmd/compare -sections http $(ARGS)

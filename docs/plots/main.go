@@ -4,18 +4,29 @@
 // buckets), simulated on the memory store with a manual clock, so it is
 // exact and the same on every run.
 //
+// From the comparison's measurements (docs/bench/compare.csv, written by
+// `make bench-compare`), when that file exists, it also draws
+// throughput.png: requests/s against concurrency for every middleware of
+// the comparison, in memory and Redis-backed, with the machine and the run
+// in its caption. Without the file it says so on standard error and draws
+// the rest.
+//
 // It is a module of its own so that the plotting library never becomes a
 // dependency of redlimit's.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"image/color"
+	"io"
+	"io/fs"
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -75,14 +86,47 @@ var colors = []color.Color{
 
 func main() {
 	out := flag.String("out", ".", "folder to write the PNGs to")
+	bench := flag.String("bench", "", "the comparison's -csv file to draw throughput.png from (default: bench/compare.csv in the -out folder)")
 	flag.Parse()
-	for _, p := range patterns {
-		path := filepath.Join(*out, "admitted-"+p.name+".png")
-		if err := draw1(p, path); err != nil {
-			log.Fatal(err)
-		}
-		fmt.Println("wrote", path)
+	if err := drawAll(*out, *bench, os.Stdout, os.Stderr); err != nil {
+		log.Fatal(err)
 	}
+}
+
+// drawAll draws every picture into the folder out; throughput.png only
+// when the comparison's file bench (default: out/bench/compare.csv)
+// exists and has the comparison's nearly-all-allowed rows, saying on
+// stderr when it does not; a malformed file is an error.
+func drawAll(out, bench string, stdout, stderr io.Writer) error {
+	for _, p := range patterns {
+		path := filepath.Join(out, "admitted-"+p.name+".png")
+		if err := draw1(p, path); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "wrote", path)
+	}
+	if bench == "" {
+		bench = filepath.Join(out, "bench", "compare.csv")
+	}
+	run, err := readBench(bench)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(stderr, "plots: no %s (make bench-compare writes it); throughput.png not drawn\n", bench)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(run.rows, func(r benchRow) bool { return r.section == throughputSection }) {
+		// A run of other sections only: a valid file with nothing to draw.
+		fmt.Fprintf(stderr, "plots: no %q rows in %s (a run without that section); throughput.png not drawn\n", throughputSection, bench)
+		return nil
+	}
+	path := filepath.Join(out, "throughput.png")
+	if err := drawThroughput(run, path); err != nil {
+		return fmt.Errorf("%s from %s: %w", path, bench, err)
+	}
+	fmt.Fprintln(stdout, "wrote", path, "from", bench)
+	return nil
 }
 
 // simulate runs pattern p against alg and returns the cumulative admitted

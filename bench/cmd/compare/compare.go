@@ -121,8 +121,9 @@ func (s series) flags() (unexpected, timed, standIns, cached, served int64) {
 
 // compareTable measures every subject at every concurrency, count rounds
 // interleaved (each round measures all of them once), and returns the
-// table with its notes.
-func (r *runner) compareTable(ctx context.Context, subs []subjects.Subject, env subjects.Env, gs []int, passes, want int) (*table, []string, error) {
+// table with its notes, and the medians at every concurrency as records of
+// the section.
+func (r *runner) compareTable(ctx context.Context, section string, subs []subjects.Subject, env subjects.Env, gs []int, passes, want int) (*table, []record, []string, error) {
 	addrs := harness.Addrs(r.cfg.clients)
 	results := make([]series, len(subs))
 	for i := range results {
@@ -133,11 +134,11 @@ func (r *runner) compareTable(ctx context.Context, subs []subjects.Subject, env 
 		for _, g := range gs {
 			for i, s := range subs {
 				if err := ctx.Err(); err != nil {
-					return nil, nil, err
+					return nil, nil, nil, err
 				}
 				smp, err := r.measureOne(ctx, s, env, addrs, g, passes, want)
 				if err != nil {
-					return nil, nil, err
+					return nil, nil, nil, err
 				}
 				results[i][g] = append(results[i][g], smp)
 				r.log("round %d/%d g=%-3d %-48s %10.0f ns/op %3d allocs (%s elapsed)",
@@ -183,7 +184,30 @@ func (r *runner) compareTable(ctx context.Context, subs []subjects.Subject, env 
 				thousands(float64(standIns)), thousands(float64(cached)), 100*float64(cached)/float64(max(served, 1))))
 		}
 	}
-	return t, notes, nil
+	return t, r.records(section, subs, results, gs), notes, nil
+}
+
+// records returns the medians of every subject at every concurrency.
+func (r *runner) records(section string, subs []subjects.Subject, results []series, gs []int) []record {
+	var recs []record
+	for i, s := range subs {
+		res := results[i]
+		for _, g := range gs {
+			unexpected, _, standIns, cached, served := series{g: res[g]}.flags()
+			recs = append(recs, record{
+				Section: section, Middleware: s.Name, Kind: s.Kind.String(), Peer: s.Peer, G: g,
+				NsPerOp:     res.medianOf(g, func(x sample) float64 { return x.NsPerOp }),
+				ReqPerSec:   res.medianOf(g, func(x sample) float64 { return x.ReqPerSec() }),
+				AllocsPerOp: res.medianOf(g, func(x sample) float64 { return float64(x.AllocsPerOp) }),
+				BytesPerOp:  res.medianOf(g, func(x sample) float64 { return float64(x.BytesPerOp) }),
+				AppMicros:   res.medianOf(g, func(x sample) float64 { return x.AppMicrosPerOp(r.hz) }),
+				RedisMicros: res.medianOf(g, func(x sample) float64 { return x.RedisMicrosPerOp(r.hz) }),
+				Rounds:      len(res[g]),
+				Unexpected:  unexpected, StandIns: standIns, Cached: cached, Served: served,
+			})
+		}
+	}
+	return recs
 }
 
 // kindsNote explains the columns measured at the reference concurrency.

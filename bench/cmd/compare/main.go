@@ -48,6 +48,7 @@ type config struct {
 	conns        int
 	wrkThreads   int
 	wrk          string
+	csv          string
 }
 
 var allSections = []string{"compare", "denied", "sweep", "memory", "http"}
@@ -72,6 +73,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.conns, "conns", 50, "wrk's connections")
 	fs.IntVar(&cfg.wrkThreads, "wrk-threads", 1, "wrk's threads")
 	fs.StringVar(&cfg.wrk, "wrk", "wrk", "the wrk program")
+	fs.StringVar(&cfg.csv, "csv", "", "also write the measurements of the compare and denied tables to this file as CSV (format in csv.go; rewritten after each of those sections; empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -97,6 +99,9 @@ func parseFlags(args []string) (config, error) {
 		for a := range strings.SplitSeq(sweepAlgs, ",") {
 			cfg.sweepAlgs = append(cfg.sweepAlgs, algorithms.Algorithm(strings.TrimSpace(a)))
 		}
+	}
+	if err := checkCSVPath(cfg.csv); err != nil {
+		return cfg, err
 	}
 	if cfg.count < 1 || cfg.clients < 1 || cfg.rate < 1 || cfg.pool < 1 || cfg.benchtime <= 0 || cfg.period <= 0 {
 		return cfg, errors.New("-count, -clients, -rate, -pool, -benchtime and -period must be positive")
@@ -166,6 +171,20 @@ func run(cfg config, out io.Writer) error {
 		took = append(took, fmt.Sprintf("%s %v", name, time.Since(since).Round(time.Second)))
 	}
 
+	metas := runMeta(cfg, version, hz, started)
+	var recs []record
+	saveCSV := func(section string, rs []record) error {
+		recs = append(recs, rs...)
+		if cfg.csv == "" {
+			return nil
+		}
+		if err := writeCSVFile(cfg.csv, metas, recs); err != nil {
+			return err
+		}
+		logf("compare: %s: %d rows written (%s)", section, len(recs), cfg.csv)
+		return nil
+	}
+
 	fmt.Fprintf(out, "Go %s, GOMAXPROCS %d, %s/%s; redis-server %s on loopback (pid %d); CLK_TCK %d%s.\n",
 		strings.TrimPrefix(runtime.Version(), "go"), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, version, srv.PID(), hz, assumedNote(assumed))
 	fmt.Fprintf(out, "Limit %d per %v (the sliding window log: %d, its maximum), %d client IPs, go-redis pool %d, benchtime %v, count %d (medians).\n\n",
@@ -175,7 +194,7 @@ func run(cfg config, out io.Writer) error {
 	ref := cfg.gs[len(cfg.gs)/2]
 	if cfg.sections["compare"] {
 		sectionStart := time.Now()
-		t, notes, err := r.compareTable(ctx, subs, env, cfg.gs, 1, 204)
+		t, rs, notes, err := r.compareTable(ctx, "compare", subs, env, cfg.gs, 1, 204)
 		if err != nil {
 			return err
 		}
@@ -183,6 +202,9 @@ func run(cfg config, out io.Writer) error {
 		t.write(out)
 		writeNotes(out, append([]string{kindsNote(ref)}, notes...))
 		done("compare", sectionStart)
+		if err := saveCSV("compare", rs); err != nil {
+			return err
+		}
 	}
 	if cfg.sections["denied"] {
 		sectionStart := time.Now()
@@ -190,7 +212,7 @@ func run(cfg config, out io.Writer) error {
 			subjects.RedlimitRedisSubject(algorithms.SlidingWindowCounter, "denial cache off", algorithms.WithDenialCache(0)))
 		denv := env
 		denv.Rate, denv.Period = 1, time.Hour
-		t, notes, err := r.compareTable(ctx, denied, denv, []int{ref}, 2, 429)
+		t, rs, notes, err := r.compareTable(ctx, "denied", denied, denv, []int{ref}, 2, 429)
 		if err != nil {
 			return err
 		}
@@ -198,6 +220,9 @@ func run(cfg config, out io.Writer) error {
 		t.write(out)
 		writeNotes(out, append([]string{kindsNote(ref)}, notes...))
 		done("denied", sectionStart)
+		if err := saveCSV("denied", rs); err != nil {
+			return err
+		}
 	}
 	if cfg.sections["sweep"] {
 		sectionStart := time.Now()
