@@ -35,7 +35,7 @@ func (l *redisLimiter) Peek(ctx context.Context, key string) (Result, error) {
 	var res []Result
 	err := l.within(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = l.run(ctx, key, "p1", 1)
+		res, err = l.run(ctx, key, "p1", 1, false)
 		return err
 	})
 	if err != nil {
@@ -52,7 +52,7 @@ func (l *redisLimiter) Reset(ctx context.Context, key string) error {
 		return err
 	}
 	keys := make([]string, len(l.limits))
-	l.keysOf(key, keys)
+	l.keysOf(key, keys, 0)
 	err := l.within(ctx, func(ctx context.Context) error {
 		return l.client.Del(ctx, keys...).Err()
 	})

@@ -23,6 +23,7 @@ type guard struct {
 	breaker *breaker.Breaker
 	batcher *batcher
 	denials *denials
+	ids     *callIDs     // of the script calls, so that each counts once
 	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
 
 	observer Observer // nil: none
@@ -39,7 +40,7 @@ type guard struct {
 func newGuard(cfg storeConfig, pool int) *guard {
 	rc := cfg.redis
 	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials),
-		observer: rc.observer, name: cfg.prefix}
+		observer: rc.observer, name: cfg.prefix, ids: newCallIDs()}
 	if g.logger == nil {
 		g.logger = slog.Default()
 	}

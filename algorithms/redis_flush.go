@@ -107,7 +107,7 @@ func run(ctx context.Context, jobs []*job) error {
 	client := jobs[0].l.client
 	for _, j := range jobs {
 		j.call = j.l.calls.Get().(*redisCall)
-		j.l.keysOf(j.key, j.call.keys)
+		j.l.keysOf(j.key, j.call.keys, j.l.guard.ids.id())
 		j.call.args[0] = costList(j.costs)
 	}
 	defer func() {

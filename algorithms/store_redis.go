@@ -97,14 +97,17 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 	}
 	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
 		guard: s.guard, twin: twin}
-	args := make([]any, 1, 1+3*len(limits))
+	args := make([]any, 1, 2+3*len(limits))
 	for _, lim := range limits {
 		p := paramsOf(lim)
 		l.suffixes = append(l.suffixes, "}:"+stateName(alg, lim))
 		args = append(args, strconv.FormatInt(p.rate, 10), strconv.FormatInt(p.period, 10), strconv.FormatInt(p.burst, 10))
 	}
+	// A deciding call has one key and one argument more: its reply's (see
+	// onceTTL).
+	args = append(args, strconv.FormatInt(onceTTL(s.cfg.redis.timeout).Milliseconds(), 10))
 	l.calls.New = func() any {
-		return &redisCall{keys: make([]string, len(limits)), args: append([]any(nil), args...)}
+		return &redisCall{keys: make([]string, len(limits)+1), args: append([]any(nil), args...)}
 	}
 	return l, nil
 }
@@ -154,17 +157,24 @@ func (l *redisLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
 // decide runs the script once for the requests of costs on key, in order,
 // and returns their Results. Redis errors are returned wrapped.
 func (l *redisLimiter) decide(ctx context.Context, key string, costs []int) ([]Result, error) {
-	return l.run(ctx, key, costList(costs), len(costs))
+	return l.run(ctx, key, costList(costs), len(costs), true)
 }
 
 // run runs the script once with the list of costs list, n requests, on
-// key.
-func (l *redisLimiter) run(ctx context.Context, key, list string, n int) ([]Result, error) {
+// key. A call that decides carries an id, so that it counts once however
+// often go-redis sends it; a peek needs none.
+func (l *redisLimiter) run(ctx context.Context, key, list string, n int, deciding bool) ([]Result, error) {
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)
-	l.keysOf(key, call.keys)
-	call.args[0] = list
-	reply, err := l.script.Run(ctx, l.client, call.keys, call.args...).Text()
+	keys, args := call.keys, call.args
+	if deciding {
+		l.keysOf(key, keys, l.guard.ids.id())
+	} else {
+		keys, args = keys[:len(l.limits)], args[:len(args)-1]
+		l.keysOf(key, keys, 0)
+	}
+	args[0] = list
+	reply, err := l.script.Run(ctx, l.client, keys, args...).Text()
 	if err != nil {
 		return nil, fmt.Errorf("algorithms: redis %s: %w", l.alg, err)
 	}
@@ -218,7 +228,9 @@ func hashTagSafe(key string) string {
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 // redisCall holds the slices of one script call, reused across calls: go-redis
-// copies them into its command before Run returns.
+// copies them into its command before Run returns. Keys are the limits'
+// then the call's reply's; args the costs, three per limit, then the
+// reply's TTL in milliseconds.
 type redisCall struct {
 	keys []string
 	args []any
@@ -248,10 +260,42 @@ func parseReply(s string, f []int64) bool {
 	return i == len(s)
 }
 
-// keysOf fills keys with the Redis keys of key's state, one per limit.
-func (l *redisLimiter) keysOf(key string, keys []string) {
+// keysOf fills keys with the Redis keys of key's state, one per limit,
+// and, when keys has room for one more, the key of call id's reply. They
+// are cut from one string: one allocation however many there are.
+func (l *redisLimiter) keysOf(key string, keys []string, id uint64) {
 	tag := hashTagSafe(key)
-	for i, suffix := range l.suffixes {
-		keys[i] = l.prefix + tag + suffix
+	once := len(keys) > len(l.suffixes)
+	var idText [32]byte
+	size := len(keys) * (len(l.prefix) + len(tag))
+	for _, suffix := range l.suffixes {
+		size += len(suffix)
+	}
+	var text []byte
+	if once {
+		text = l.guard.ids.appendID(idText[:0], id)
+		size += len(onceInfix) + len(text)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	var endBuf [8]int
+	ends := endBuf[:0]
+	for _, suffix := range l.suffixes {
+		b.WriteString(l.prefix)
+		b.WriteString(tag)
+		b.WriteString(suffix)
+		ends = append(ends, b.Len())
+	}
+	if once {
+		b.WriteString(l.prefix)
+		b.WriteString(tag)
+		b.WriteString(onceInfix)
+		b.Write(text)
+		ends = append(ends, b.Len())
+	}
+	s, start := b.String(), 0
+	for i, end := range ends {
+		keys[i] = s[start:end]
+		start = end
 	}
 }

@@ -8,6 +8,23 @@
 -- limits or none. Time comes from the Redis server so every application
 -- instance shares one clock; it is kept in integer microseconds, exact in a
 -- Lua number.
+
+-- A call may reach Redis twice: a client sends a command again when its
+-- reply was lost (a broken connection, a timeout), after the first may have
+-- run. So a call that decides (not a peek) passes one key more than it has
+-- limits, unique to the call and in the same slot, and after the limits'
+-- arguments how long (ms) to keep its reply there. A call that finds that
+-- key has run before: it returns the first run's reply, deciding nothing.
+local once, once_ttl
+if #ARGV == 3 * #KEYS - 1 then
+  once, once_ttl = KEYS[#KEYS], ARGV[#ARGV]
+  KEYS[#KEYS] = nil
+  local kept = redis.call('GET', once)
+  if kept then
+    return kept
+  end
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -56,4 +73,15 @@ local out = {}
 for peek, c in string.gmatch(ARGV[1], '(p?)(%d+)') do
   out[#out + 1] = decide(tonumber(c), peek == 'p')
 end
-return table.concat(out, ' ')
+local reply = table.concat(out, ' ')
+-- Only a call that consumed something is kept: running denials again
+-- counts nothing, and denials still write nothing (under maxmemory, say).
+if once then
+  for i = 1, #out do
+    if string.sub(out[i], 1, 1) == '1' then
+      redis.call('SET', once, reply, 'PX', once_ttl)
+      break
+    end
+  end
+end
+return reply

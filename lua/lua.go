@@ -12,6 +12,13 @@
 // integers separated by spaces: allowed (1 or 0), the binding limit's index
 // (from 1), remaining, retry-after in µs and reset-after in µs; the answers
 // of several requests follow one another, separated by spaces too.
+//
+// A call that decides may name one key more than it has limits, last, in
+// the same slot, with one argument more, last: how many milliseconds to
+// keep its reply under that key. A call that finds the key set has run
+// before (its client sent it again after losing the reply) and returns the
+// kept reply, deciding nothing; so a call counts once however often it is
+// sent. Only a reply that consumed something is kept.
 package lua
 
 import (
