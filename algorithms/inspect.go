@@ -66,6 +66,9 @@ func (l *redisLimiter) Reset(ctx context.Context, key string) error {
 // within runs f with the store's deadline, returning when it passes even if
 // the client would wait longer (f then goes on in the background).
 func (l *redisLimiter) within(ctx context.Context, f func(context.Context) error) error {
+	if ctx == nil {
+		ctx = context.Background() // a caller's slip, not worth a panic
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.guard.timeout)
 	defer cancel()
 	done := make(chan error, 1)

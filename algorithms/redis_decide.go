@@ -82,6 +82,9 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	if err := checkRequest(l.alg, l.limits, key, cost); err != nil {
 		return Result{}, err
 	}
+	if ctx == nil {
+		ctx = context.Background() // a caller's slip, not worth a panic
+	}
 	g := l.guard
 	now := g.clock()
 	if res, ok := g.denials.lookup(l, key, cost, now); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -61,7 +62,7 @@ type RedisStore struct {
 // may already have counted the request.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 	cfg, err := newStoreConfig(opts)
-	if client == nil && err == nil {
+	if isNilValue(client) && err == nil {
 		err = fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
 	}
 	s := &RedisStore{client: client, cfg: cfg, err: err}
@@ -73,6 +74,19 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 		s.local = NewMemoryStore(WithClock(cfg.clock))
 	}
 	return s
+}
+
+// isNilValue reports whether v is nil or holds a nil pointer (or map, func,
+// ...), which would panic when used.
+func isNilValue(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 // poolSize returns the client's connection pool size, the default bound on
