@@ -57,9 +57,11 @@ type RedisStore struct {
 // NewRedisStore returns a store that keeps state in Redis through client.
 // Options it cannot use, and a nil client, make New return an error.
 //
-// Configure the client with MaxRetries: -1: go-redis otherwise sends a
-// command again after a network error, and a script whose reply was lost
-// may already have counted the request.
+// Any go-redis client settings keep each decision counted once: go-redis
+// sends a script call again when its reply was lost (a Client up to
+// MaxRetries times, a ClusterClient up to MaxRedirects times), and the
+// call, which carries an id of its own, then returns its first run's answer
+// instead of deciding again.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 	cfg, err := newStoreConfig(opts)
 	if isNilValue(client) && err == nil {
