@@ -85,16 +85,20 @@ func TestLostReplyCountsOnce(t *testing.T) {
 	clients := []struct {
 		name    string
 		opts    redis.Options
+		hold    time.Duration // the lost reply's connection stays open so long
 		retries bool
 	}{
-		{"default", redis.Options{}, true},
-		{"context-timeouts", redis.Options{ContextTimeoutEnabled: true}, true},
-		{"retries-10", redis.Options{MaxRetries: 10}, true},
-		{"no-retries", redis.Options{MaxRetries: -1}, false},
+		{"default", redis.Options{}, 0, true},
+		{"context-timeouts", redis.Options{ContextTimeoutEnabled: true}, 0, true},
+		{"retries-10", redis.Options{MaxRetries: 10}, 0, true},
+		{"no-retries", redis.Options{MaxRetries: -1}, 0, false},
+		// The client gives up on its read timeout and sends the call again.
+		{"read-timeout", redis.Options{ReadTimeout: 50 * time.Millisecond}, 200 * time.Millisecond, true},
 	}
 	for _, cl := range clients {
 		for _, alg := range Algorithms {
 			t.Run(cl.name+"/"+string(alg), func(t *testing.T) {
+				counts.hold.Store(int64(cl.hold))
 				opts := cl.opts
 				opts.Addr = proxy.addr
 				c := redis.NewClient(&opts)

@@ -21,6 +21,10 @@ type dropCounts struct {
 	// pipelined restricts the drops to script calls sent in one write
 	// with more commands after them: a pipeline.
 	pipelined atomic.Bool
+	// hold keeps a dropped call's connection open this long after Redis
+	// answered, so that the client gives up on a timeout rather than on a
+	// closed connection.
+	hold atomic.Int64
 	scripts   atomic.Int32 // script calls forwarded to Redis
 	dropped   atomic.Int32 // script calls whose reply was dropped
 }
@@ -177,6 +181,7 @@ func (p *dropProxy) serve(client net.Conn) {
 				p.counts.dropped.Add(1)
 			case <-time.After(5 * time.Second):
 			}
+			time.Sleep(time.Duration(p.counts.hold.Load()))
 			return
 		}
 	}
