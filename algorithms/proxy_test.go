@@ -24,9 +24,9 @@ type dropCounts struct {
 	// hold keeps a dropped call's connection open this long after Redis
 	// answered, so that the client gives up on a timeout rather than on a
 	// closed connection.
-	hold atomic.Int64
-	scripts   atomic.Int32 // script calls forwarded to Redis
-	dropped   atomic.Int32 // script calls whose reply was dropped
+	hold    atomic.Int64
+	scripts atomic.Int32 // script calls forwarded to Redis
+	dropped atomic.Int32 // script calls whose reply was dropped
 }
 
 // arm makes the next n script calls lose their reply.
