@@ -15,10 +15,13 @@
 -- limits, unique to the call and in the same slot, and after the limits'
 -- arguments how long (ms) to keep its reply there. A call that finds that
 -- key has run before: it returns the first run's reply, deciding nothing.
+-- Below, KEYS names the limits' keys only: a copy without the call's, as
+-- some Redis-compatible servers keep the KEYS of a script read-only.
 local once, once_ttl
+local KEYS = KEYS
 if #ARGV == 3 * #KEYS - 1 then
   once, once_ttl = KEYS[#KEYS], ARGV[#ARGV]
-  KEYS[#KEYS] = nil
+  KEYS = {unpack(KEYS, 1, #KEYS - 1)}
   local kept = redis.call('GET', once)
   if kept then
     return kept
