@@ -49,6 +49,15 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"max keys zero", NewMemoryStore(WithMaxKeys(0)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
 		{"max keys negative", NewMemoryStore(WithMaxKeys(-1)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
 		{"max keys under 1024", NewMemoryStore(WithMaxKeys(1023)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"nil memory store option", NewMemoryStore(WithPrefix("a"), nil), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"nil redis store option", NewRedisStore(redisClientNeverUsed(), nil), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"typed nil memory store", (*MemoryStore)(nil), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"typed nil redis store", (*RedisStore)(nil), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"zero memory store", &MemoryStore{}, FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"zero redis store", &RedisStore{}, FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"typed nil redis client", NewRedisStore((*redis.Client)(nil)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"typed nil cluster client", NewRedisStore((*redis.ClusterClient)(nil)), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
+		{"typed nil observer", NewRedisStore(redisClientNeverUsed(), WithObserver((*nilObserver)(nil))), FixedWindow, []Limit{PerSecond(1)}, ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -261,3 +270,9 @@ func TestPolicies(t *testing.T) {
 func redisClientNeverUsed() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 }
+
+// nilObserver is an Observer whose nil pointer would panic when used.
+type nilObserver struct{ errors int }
+
+func (o *nilObserver) StoreError(ErrorKind)        { o.errors++ }
+func (o *nilObserver) BreakerChanged(string, bool) { o.errors++ }

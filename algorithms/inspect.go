@@ -36,7 +36,7 @@ func (l *redisLimiter) Peek(ctx context.Context, key string) (Result, error) {
 	var res []Result
 	err := l.within(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = l.run(ctx, key, "p1", 1)
+		res, err = l.run(ctx, key, "p1", 1, false)
 		return err
 	})
 	if err != nil {
@@ -53,7 +53,7 @@ func (l *redisLimiter) Reset(ctx context.Context, key string) error {
 		return err
 	}
 	keys := make([]string, len(l.limits))
-	l.keysOf(key, keys)
+	l.keysOf(key, keys, 0)
 	err := l.within(ctx, func(ctx context.Context) error {
 		return l.client.Del(ctx, keys...).Err()
 	})
@@ -74,6 +74,9 @@ func (l *redisLimiter) within(ctx context.Context, f func(context.Context) error
 // when it passes even if f would wait longer (f then goes on in the
 // background).
 func within(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
+	if ctx == nil {
+		ctx = context.Background() // a caller's slip, not worth a panic
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := make(chan error, 1)

@@ -290,8 +290,17 @@ type Store interface {
 // ValidateFor) and two limits that alg treats as one (the window algorithms
 // ignore Burst).
 func New(store Store, alg Algorithm, limits ...Limit) (RateLimiter, error) {
-	if store == nil {
+	switch s := store.(type) {
+	case nil:
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
+	case *MemoryStore:
+		if s == nil || s.shards == nil {
+			return nil, fmt.Errorf("%w: a memory store must come from NewMemoryStore", ErrInvalidOption)
+		}
+	case *RedisStore:
+		if s == nil || s.err == nil && s.guard == nil {
+			return nil, fmt.Errorf("%w: a Redis store must come from NewRedisStore", ErrInvalidOption)
+		}
 	}
 	if _, ok := algorithmCodes[alg]; !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownAlgorithm, alg)

@@ -38,11 +38,17 @@ type Observer interface {
 }
 
 // WithObserver sets an Observer of a Redis store's failed calls and
-// breaker; nil (the default) observes nothing. Decisions themselves are
-// observed by the middleware (middleware.WithObserver). The memory store
-// ignores it.
+// breaker; nil (the default) observes nothing, and a nil pointer in an
+// Observer is refused. Decisions themselves are observed by the middleware
+// (middleware.WithObserver). The memory store ignores it.
 func WithObserver(o Observer) StoreOption {
-	return func(c *storeConfig) { c.redis.observer = o }
+	return func(c *storeConfig) {
+		if o != nil && isNilValue(o) {
+			c.invalid("nil %T observer", o)
+			return
+		}
+		c.redis.observer = o
+	}
 }
 
 // classify returns the kind of a failed call's error.

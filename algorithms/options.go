@@ -20,7 +20,11 @@ type storeConfig struct {
 
 func newStoreConfig(opts []StoreOption) (storeConfig, error) {
 	c := storeConfig{prefix: "rl", clock: time.Now, sweep: time.Minute, maxKeys: DefaultMaxKeys, redis: defaultRedisConfig()}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			c.invalid("option %d is nil", i)
+			continue
+		}
 		o(&c)
 	}
 	if len(c.errs) > 0 {

@@ -213,8 +213,8 @@ func TestPipelineReloadsScripts(t *testing.T) {
 	if err := run(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
-	if counter.pipelineCmds["evalsha"] != 2 || counter.pipelineCmds["eval"] != 2 || counter.largestCall != 3 {
-		t.Errorf("commands %v, at most %d keys in one: want 2 EVALSHA refused, then 2 EVAL, one of them for 3 keys",
+	if counter.pipelineCmds["evalsha"] != 2 || counter.pipelineCmds["eval"] != 2 || counter.largestCall != 4 {
+		t.Errorf("commands %v, at most %d keys in one: want 2 EVALSHA refused, then 2 EVAL, one of them for 3 keys and its reply's",
 			counter.pipelineCmds, counter.largestCall)
 	}
 	for _, j := range jobs {
@@ -245,7 +245,7 @@ func TestGroupedCallIsolatesErrors(t *testing.T) {
 	}
 	l := lim.(*redisLimiter)
 	keys := make([]string, 1)
-	l.keysOf("broken", keys)
+	l.keysOf("broken", keys, 0)
 	if err := c.HSet(ctx, keys[0], "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -53,19 +53,22 @@ func callsOf(jobs []*job) []*scriptCall {
 }
 
 // assemble lays out the call's keys and arguments: every job's keys in
-// turn, and its costs as one group of ARGV[1].
+// turn, and its costs as one group of ARGV[1]; then the key and lifetime
+// of the call's kept reply (see callIDs), in the first job's slot.
 func (c *scriptCall) assemble() {
-	per := len(c.l.limits)
-	c.keys = make([]string, len(c.jobs)*per)
+	l, per := c.l, len(c.l.limits)
+	c.keys = make([]string, len(c.jobs)*per+1)
 	var groups strings.Builder
 	for n, j := range c.jobs {
-		c.l.keysOf(j.key, c.keys[n*per:(n+1)*per])
+		l.keysOf(j.key, c.keys[n*per:(n+1)*per], 0)
 		if n > 0 {
 			groups.WriteByte(',')
 		}
 		groups.WriteString(costList(j.costs))
 	}
-	c.args = append([]any{groups.String()}, c.l.limitArgs...)
+	c.keys[len(c.keys)-1] = l.onceKey(c.jobs[0].key, l.guard.ids.id())
+	c.args = make([]any, 0, 2+len(l.limitArgs))
+	c.args = append(append(append(c.args, groups.String()), l.limitArgs...), l.onceTTL)
 }
 
 // read hands the call's reply, or its error, to its jobs, and returns the

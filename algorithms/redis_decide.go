@@ -23,6 +23,7 @@ type guard struct {
 	breaker *breaker.Breaker
 	batcher *batcher
 	denials *denials
+	ids     *callIDs     // of the script calls, so that each counts once
 	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
 
 	// inline: the client honours a context's deadline, so an idle store's
@@ -43,7 +44,7 @@ type guard struct {
 func newGuard(cfg storeConfig, pool int) *guard {
 	rc := cfg.redis
 	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials),
-		observer: rc.observer, name: cfg.prefix}
+		observer: rc.observer, name: cfg.prefix, ids: newCallIDs()}
 	if g.logger == nil {
 		g.logger = slog.Default()
 	}
@@ -96,6 +97,9 @@ func (l *redisLimiter) DecisionTimeout() time.Duration { return l.guard.timeout 
 func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result, error) {
 	if err := checkRequest(l.alg, l.limits, key, cost); err != nil {
 		return Result{}, err
+	}
+	if ctx == nil {
+		ctx = context.Background() // a caller's slip, not worth a panic
 	}
 	g := l.guard
 	now := g.clock()

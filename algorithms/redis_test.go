@@ -251,3 +251,25 @@ func TestRedisUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// A nil context, which Go's conventions forbid, is taken as Background
+// rather than a panic.
+func TestRedisNilContext(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	l, err := New(NewRedisStore(c), FixedWindow, PerMinute(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nilCtx context.Context
+	if r, err := l.Allow(nilCtx, "k", 1); err != nil || !r.Allowed || r.Decider != DecidedByStore {
+		t.Fatalf("Allow: %+v, %v", r, err)
+	}
+	if r, err := l.Peek(nilCtx, "k"); err != nil || r.Remaining != 0 {
+		t.Fatalf("Peek: %+v, %v", r, err)
+	}
+	if err := l.Reset(nilCtx, "k"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -56,12 +57,14 @@ type RedisStore struct {
 // NewRedisStore returns a store that keeps state in Redis through client.
 // Options it cannot use, and a nil client, make New return an error.
 //
-// Configure the client with MaxRetries: -1: go-redis otherwise sends a
-// command again after a network error, and a script whose reply was lost
-// may already have counted the request.
+// Any go-redis client settings keep each decision counted once: go-redis
+// sends a script call again when its reply was lost (a Client up to
+// MaxRetries times, a ClusterClient up to MaxRedirects times), and the
+// call, which carries an id of its own, then returns its first run's answer
+// instead of deciding again.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 	cfg, err := newStoreConfig(opts)
-	if client == nil && err == nil {
+	if isNilValue(client) && err == nil {
 		err = fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
 	}
 	s := &RedisStore{client: client, cfg: cfg, err: err}
@@ -89,6 +92,19 @@ func honoursDeadlines(client redis.UniversalClient) bool {
 	return false
 }
 
+// isNilValue reports whether v is nil or holds a nil pointer (or map, func,
+// ...), which would panic when used.
+func isNilValue(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
+}
+
 // poolSize returns the client's connection pool size, the default bound on
 // calls in flight.
 func poolSize(client redis.UniversalClient) int {
@@ -111,15 +127,19 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 	}
 	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
 		guard: s.guard, twin: twin}
-	args := make([]any, 1, 1+3*len(limits))
+	args := make([]any, 1, 2+3*len(limits))
 	for _, lim := range limits {
 		p := paramsOf(lim)
 		l.suffixes = append(l.suffixes, "}:"+stateName(alg, lim))
 		args = append(args, strconv.FormatInt(p.rate, 10), strconv.FormatInt(p.period, 10), strconv.FormatInt(p.burst, 10))
 	}
 	l.limitArgs = args[1:]
+	// A deciding call has one key and one argument more: its reply's (see
+	// onceTTL).
+	l.onceTTL = strconv.FormatInt(onceTTL(s.cfg.redis.timeout).Milliseconds(), 10)
+	args = append(args, l.onceTTL)
 	l.calls.New = func() any {
-		return &redisCall{keys: make([]string, len(limits)), args: append([]any(nil), args...)}
+		return &redisCall{keys: make([]string, len(limits)+1), args: append([]any(nil), args...)}
 	}
 	return l, nil
 }
@@ -160,8 +180,10 @@ type redisLimiter struct {
 	suffixes []string  // "}:<state name>", one per limit
 	calls    sync.Pool // *redisCall: keys, then costs and rate, period, burst per limit
 	// limitArgs are the script's arguments after the costs: rate, period
-	// and burst per limit.
+	// and burst per limit; onceTTL, after them in a deciding call, how long
+	// (ms) the call's reply is kept.
 	limitArgs []any
+	onceTTL   string
 	guard     *guard
 	twin      Limiter // the same limits in memory, for decisions Redis cannot make
 }
@@ -172,17 +194,24 @@ func (l *redisLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
 // decide runs the script once for the requests of costs on key, in order,
 // and returns their Results. Redis errors are returned wrapped.
 func (l *redisLimiter) decide(ctx context.Context, key string, costs []int) ([]Result, error) {
-	return l.run(ctx, key, costList(costs), len(costs))
+	return l.run(ctx, key, costList(costs), len(costs), true)
 }
 
 // run runs the script once with the list of costs list, n requests, on
-// key.
-func (l *redisLimiter) run(ctx context.Context, key, list string, n int) ([]Result, error) {
+// key. A call that decides carries an id, so that it counts once however
+// often go-redis sends it; a peek needs none.
+func (l *redisLimiter) run(ctx context.Context, key, list string, n int, deciding bool) ([]Result, error) {
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)
-	l.keysOf(key, call.keys)
-	call.args[0] = list
-	reply, err := l.script.Run(ctx, l.client, call.keys, call.args...).Text()
+	keys, args := call.keys, call.args
+	if deciding {
+		l.keysOf(key, keys, l.guard.ids.id())
+	} else {
+		keys, args = keys[:len(l.limits)], args[:len(args)-1]
+		l.keysOf(key, keys, 0)
+	}
+	args[0] = list
+	reply, err := l.script.Run(ctx, l.client, keys, args...).Text()
 	if err != nil {
 		return nil, fmt.Errorf("algorithms: redis %s: %w", l.alg, err)
 	}
@@ -236,7 +265,9 @@ func hashTagSafe(key string) string {
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 // redisCall holds the slices of one script call, reused across calls: go-redis
-// copies them into its command before Run returns.
+// copies them into its command before Run returns. Keys are the limits'
+// then the call's reply's; args the costs, three per limit, then the
+// reply's TTL in milliseconds.
 type redisCall struct {
 	keys []string
 	args []any
@@ -266,10 +297,48 @@ func parseReply(s string, f []int64) bool {
 	return i == len(s)
 }
 
-// keysOf fills keys with the Redis keys of key's state, one per limit.
-func (l *redisLimiter) keysOf(key string, keys []string) {
+// onceKey returns the key that keeps the reply of call id on key's slot.
+func (l *redisLimiter) onceKey(key string, id uint64) string {
+	var idText [32]byte
+	return l.prefix + hashTagSafe(key) + onceInfix + string(l.guard.ids.appendID(idText[:0], id))
+}
+
+// keysOf fills keys with the Redis keys of key's state, one per limit,
+// and, when keys has room for one more, the key of call id's reply. They
+// are cut from one string: one allocation however many there are.
+func (l *redisLimiter) keysOf(key string, keys []string, id uint64) {
 	tag := hashTagSafe(key)
-	for i, suffix := range l.suffixes {
-		keys[i] = l.prefix + tag + suffix
+	once := len(keys) > len(l.suffixes)
+	var idText [32]byte
+	size := len(keys) * (len(l.prefix) + len(tag))
+	for _, suffix := range l.suffixes {
+		size += len(suffix)
+	}
+	var text []byte
+	if once {
+		text = l.guard.ids.appendID(idText[:0], id)
+		size += len(onceInfix) + len(text)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	var endBuf [8]int
+	ends := endBuf[:0]
+	for _, suffix := range l.suffixes {
+		b.WriteString(l.prefix)
+		b.WriteString(tag)
+		b.WriteString(suffix)
+		ends = append(ends, b.Len())
+	}
+	if once {
+		b.WriteString(l.prefix)
+		b.WriteString(tag)
+		b.WriteString(onceInfix)
+		b.Write(text)
+		ends = append(ends, b.Len())
+	}
+	s, start := b.String(), 0
+	for i, end := range ends {
+		keys[i] = s[start:end]
+		start = end
 	}
 }

@@ -38,8 +38,8 @@ type Config struct {
 }
 
 // Redis is the Redis store's settings. The client is made with go-redis's
-// ParseURL, then the timeouts and pool size given here, and MaxRetries -1
-// (a script whose reply was lost is never sent again: it may have counted).
+// ParseURL, then the timeouts and pool size given here, with commands
+// bounded by their context's deadline (ContextTimeoutEnabled).
 type Redis struct {
 	// URL is redis:// or rediss://, with the database and password if any.
 	URL string

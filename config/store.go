@@ -92,8 +92,10 @@ func newStore(c *Config, s storeSettings, o *options) (*openStore, error) {
 	if s.poolSize > 0 {
 		ro.PoolSize = s.poolSize
 	}
-	// Never send a script again after a lost reply: it may have counted.
-	ro.MaxRetries = -1
+	// Commands bounded by their context's deadline: an idle store's
+	// decisions go out on the caller's goroutine. (Retries are safe: a call
+	// sent again returns its first run's answer.)
+	ro.ContextTimeoutEnabled = true
 	opts := []algorithms.StoreOption{algorithms.WithLogger(o.logger), algorithms.WithInstances(s.instances)}
 	if s.prefix != "" {
 		opts = append(opts, algorithms.WithPrefix(s.prefix))

@@ -176,9 +176,9 @@ func openStore(url string, instances int, logger *slog.Logger, obs algorithms.Ob
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("-redis: %w", err)
 	}
-	// Never send a script again after a lost reply: it may have counted.
-	// (The store keeps its own deadline, whatever the client's timeouts.)
-	opts.MaxRetries = -1
+	// go-redis may send a script call again after a lost reply: the call
+	// then returns its first answer, so it counts once. (The store keeps its
+	// own deadline, whatever the client's timeouts.)
 	client := redis.NewClient(opts)
 	store := algorithms.NewRedisStore(client, algorithms.WithPrefix("redlimit-example"),
 		algorithms.WithInstances(instances), algorithms.WithLogger(logger), algorithms.WithObserver(obs))

@@ -3,7 +3,8 @@
 -- costs of that key's requests separated by spaces, decided in that order,
 -- all at one instant: the requests of many keys cost one script call, and
 -- each gets exactly the answer it would have got alone. KEYS holds, group
--- after group, one key per limit.
+-- after group, one key per limit; ARGV, after the costs, each limit's
+-- rate, period (µs) and burst.
 -- A cost written "p<cost>" is a peek: the answer such a request would get,
 -- with nothing consumed.
 -- For each request it runs check for every limit, then commit for every
@@ -11,6 +12,23 @@
 -- limits or none. Time comes from the Redis server so every application
 -- instance shares one clock; it is kept in integer microseconds, exact in a
 -- Lua number.
+
+-- A call may reach Redis twice: a client sends a command again when its
+-- reply was lost (a broken connection, a timeout), after the first may have
+-- run. So a call that decides (not a peek) passes one key more, last,
+-- unique to the call and in the same slot, and one argument more, last:
+-- how long (ms) to keep its reply there. A call that finds that key set
+-- has run before: it returns the first run's reply, deciding nothing.
+local per = math.floor((#ARGV - 1) / 3)
+local once, once_ttl
+if #ARGV - 1 > 3 * per then
+  once, once_ttl = KEYS[#KEYS], ARGV[#ARGV]
+  local kept = redis.call('GET', once)
+  if kept then
+    return kept
+  end
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -18,7 +36,6 @@ local groups = {}
 for g in string.gmatch(ARGV[1], '[^,]+') do
   groups[#groups + 1] = g
 end
-local per = #KEYS / #groups
 
 -- The rate, period (µs) and burst of each limit, read once per call.
 local rates, periods, bursts = {}, {}, {}
@@ -26,6 +43,7 @@ for i = 1, per do
   local a = 3 * i - 1
   rates[i], periods[i], bursts[i] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
 end
+local consumed = false
 
 -- decide returns one request's answer, for the key whose limits' keys
 -- follow KEYS[base], as five integers; a peek commits nothing.
@@ -56,6 +74,7 @@ local function decide(base, cost, peek)
     for i = 1, per do
       commit(i, KEYS[base + i], now, cost, rates[i], periods[i], bursts[i])
     end
+    consumed = true
   end
   return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)
 end
@@ -84,4 +103,10 @@ for n = 1, #groups do
   end
   out[n] = res
 end
-return table.concat(out, ',')
+local reply = table.concat(out, ',')
+-- Only a call that consumed something is kept: running denials again
+-- counts nothing, and denials still write nothing (under maxmemory, say).
+if once and consumed then
+  redis.call('SET', once, reply, 'PX', once_ttl)
+end
+return reply

@@ -4,14 +4,25 @@
 // Each script is an algorithm file, which defines two local functions,
 // check(i, key, now, cost, rate, period, burst) and commit (the same
 // arguments), followed by driver.lua, which runs them for every limit of
-// each request. KEYS[i] holds the state of limit i; ARGV[1] is the list of
-// the requests' costs, separated by spaces ("1" for one request), decided
-// in that order at one instant ("p1" peeks: the answer of a request of cost
-// 1, with nothing consumed); rate, period (microseconds) and burst follow
-// for each limit, in KEYS order. The script returns, per request, five
-// integers separated by spaces: allowed (1 or 0), the binding limit's index
-// (from 1), remaining, retry-after in µs and reset-after in µs; the answers
-// of several requests follow one another, separated by spaces too.
+// each request. One call decides one or more keys of one limiter: KEYS
+// holds, key after key, the state of each limit; ARGV[1] lists, per key
+// and separated by commas, the requests' costs, separated by spaces ("1"
+// for one request), decided in that order at one instant ("p1" peeks: the
+// answer of a request of cost 1, with nothing consumed); rate, period
+// (microseconds) and burst follow for each limit. The script returns, per
+// request, five integers separated by spaces: allowed (1 or 0), the
+// binding limit's index (from 1), remaining, retry-after in µs and
+// reset-after in µs; the answers of one key's requests follow one another,
+// separated by spaces too, and the keys' answers are separated by commas.
+// A key whose part failed answers "E" and the error, unless it is the
+// call's only key: the call then fails with the error.
+//
+// A call that decides names one key more, last, in the same slot, with one
+// argument more, last: how many milliseconds to keep its reply under that
+// key. A call that finds the key set has run before (its client sent it
+// again after losing the reply) and returns the kept reply, deciding
+// nothing; so a call counts once however often it is sent. Only a reply
+// that consumed something is kept.
 //
 // Concurrency stands apart: a script of its own, without the driver, that
 // takes a lease of a concurrency limit (see concurrency.lua).

@@ -25,6 +25,7 @@ package metrics
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -57,10 +58,15 @@ var (
 )
 
 // New creates the collectors and registers them on reg. It fails, wrapping
-// the registry's error, when they are registered already.
+// the registry's error, when they are registered already, and with an error
+// wrapping algorithms.ErrInvalidOption for a nil reg (or a nil pointer in
+// one).
 func New(reg prometheus.Registerer) (*Metrics, error) {
 	if reg == nil {
-		return nil, fmt.Errorf("metrics: nil Registerer")
+		return nil, fmt.Errorf("metrics: %w: nil Registerer", algorithms.ErrInvalidOption)
+	}
+	if v := reflect.ValueOf(reg); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("metrics: %w: nil %T", algorithms.ErrInvalidOption, reg)
 	}
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

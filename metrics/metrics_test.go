@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -145,4 +146,13 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("timed out waiting")
+}
+
+// A nil Registerer, or a nil pointer in one, is an error, not a panic.
+func TestNewRefusesNilRegisterer(t *testing.T) {
+	for _, reg := range []prometheus.Registerer{nil, (*prometheus.Registry)(nil)} {
+		if m, err := metrics.New(reg); m != nil || !errors.Is(err, algorithms.ErrInvalidOption) {
+			t.Errorf("New(%#v): %v, %v; want ErrInvalidOption", reg, m, err)
+		}
+	}
 }

@@ -52,7 +52,9 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]strin
 		b = strconv.AppendInt(b, int64(remaining), 10)
 		end(hdrRemaining)
 		if c.resetMode == ResetEpoch {
-			b = strconv.AppendInt(b, ceilUnix(c.now().Add(max(res.ResetAfter, 0))), 10)
+			// Never before the epoch, even on a clock that reads the zero
+			// time.
+			b = strconv.AppendInt(b, max(ceilUnix(c.now().Add(max(res.ResetAfter, 0))), 0), 10)
 		} else {
 			b = strconv.AppendInt(b, reset, 10)
 		}
@@ -159,7 +161,7 @@ func (c *config) newPolicySet(l algorithms.Limiter) *policySet {
 		}
 		header = append(header, sf...)
 		header = append(header, ";q="...)
-		header = strconv.AppendInt(header, int64(p.Quota), 10)
+		header = strconv.AppendInt(header, int64(max(p.Quota, 0)), 10) // a custom Describer may say anything
 		header = append(header, ";w="...)
 		header = strconv.AppendInt(header, w, 10)
 		ps.names = append(ps.names, sf)

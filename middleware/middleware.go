@@ -75,11 +75,12 @@ var ErrInvalidOption = errors.New("middleware: invalid option")
 // New never panics. Configuration that no request could be served with (a
 // nil limiter, a nil option, a timeout that is not positive, a negative
 // breaker time, an invalid policy name, an unknown FailurePolicy or
-// ResetMode, WithSkip(nil)) is logged at once, at error level, and every
-// request then gets 500 with a problem body that names nothing internal:
-// the service fails closed rather than unlimited. NewChecked reports it as
-// an error instead, for programs that check their configuration at
-// start-up.
+// ResetMode, WithSkip(nil), a nil clock, a nil pointer as the Observer) is
+// logged at once, at error level, and every request then gets 500 with a
+// problem body that names nothing internal: the service fails closed
+// rather than unlimited. So does the middleware wrapped around a nil
+// handler. NewChecked reports it as an error instead, for programs that
+// check their configuration at start-up.
 func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	mw, err := NewChecked(limiter, opts...)
 	if err == nil {
@@ -103,12 +104,15 @@ func misconfigured(err error, opts []Option) func(http.Handler) http.Handler {
 	}
 	logger.LogAttrs(context.Background(), slog.LevelError,
 		"redlimit: middleware misconfigured: every request gets 500", slog.Any("error", err))
-	broken := newProblem(http.StatusInternalServerError, "",
-		"The rate limiter is misconfigured.", nil)
-	return func(http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { broken.write(w) })
-	}
+	return func(http.Handler) http.Handler { return misconfiguredHandler }
 }
+
+// misconfiguredHandler answers every request of a middleware no request can
+// be served with: 500, naming nothing internal.
+var misconfiguredHandler = func() http.Handler {
+	p := newProblem(http.StatusInternalServerError, "", "The rate limiter is misconfigured.", nil)
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { p.write(w) })
+}()
 
 // NewChecked is New with the configuration checked up front: it returns an
 // error wrapping ErrInvalidOption instead of middleware that answers 500.
@@ -125,6 +129,12 @@ func NewChecked(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) 
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return func(next http.Handler) http.Handler {
+		if next == nil || isNil(next) && reflect.TypeOf(next).Kind() == reflect.Func {
+			// Nothing to pass a request on to: fail closed, and say so.
+			c.logger.LogAttrs(context.Background(), slog.LevelError,
+				"redlimit: middleware wrapped around a nil handler: every request gets 500")
+			return misconfiguredHandler
+		}
 		return &handler{c: c, next: next}
 	}, nil
 }
@@ -178,6 +188,10 @@ func (c *config) prepare() error {
 		return fmt.Errorf("unknown reset mode %d", c.resetMode)
 	case c.skipNil:
 		return errors.New("WithSkip: nil function")
+	case c.now == nil:
+		return errors.New("nil clock")
+	case c.observer != nil && isNil(c.observer):
+		return fmt.Errorf("nil %T observer", c.observer)
 	}
 	name, err := sfString(c.policyName)
 	if err != nil {
@@ -396,7 +410,7 @@ func (c *config) decide(parent context.Context, l algorithms.Limiter, key string
 }
 
 // isNil reports whether l is nil, or a nil pointer (or map, func, ...) in a
-// Limiter (or a ConcurrencyLimiter): calling it would panic.
+// Limiter (or a ConcurrencyLimiter, an Observer): calling it would panic.
 func isNil(l any) bool {
 	if l == nil {
 		return true

@@ -403,6 +403,8 @@ func TestMisconfiguration(t *testing.T) {
 		{"non-ASCII policy name", lim, []Option{WithPolicyName("Minüte")}},
 		{"control character in policy name", lim, []Option{WithPolicyName("a\nb")}},
 		{"policy name too long", lim, []Option{WithPolicyName(strings.Repeat("p", 65))}},
+		{"nil clock", lim, []Option{WithClock(nil)}},
+		{"typed-nil observer", lim, []Option{WithObserver((*recordingObserver)(nil))}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -422,6 +424,19 @@ func TestMisconfiguration(t *testing.T) {
 				t.Errorf("not logged: %q", logs)
 			}
 		})
+	}
+
+	// Wrapped around a nil handler, a valid middleware fails closed too.
+	for _, next := range []http.Handler{nil, http.HandlerFunc(nil)} {
+		logger, logs := newLogger()
+		mw, err := NewChecked(lim, WithLogger(logger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkProblem(t, get(mw(next), "/", "client"), http.StatusInternalServerError)
+		if !strings.Contains(logs.String(), "nil handler") {
+			t.Errorf("not logged: %q", logs)
+		}
 	}
 
 	// The limits of the valid range are accepted.

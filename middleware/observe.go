@@ -66,7 +66,8 @@ type Decision struct {
 }
 
 // WithObserver sets an Observer of every request's outcome and of the
-// breaker; nil (the default) observes nothing.
+// breaker; nil (the default) observes nothing. A nil pointer in an Observer
+// is refused by New.
 func WithObserver(o Observer) Option {
 	return func(c *config) { c.observer = o }
 }
@@ -85,7 +86,7 @@ func WithShadow(on bool) Option {
 // WithClock sets the clock the middleware reads (X-RateLimit-Reset, the
 // breaker, the log gate); the default is time.Now. With a memory store on
 // the same clock (algorithms.WithClock), tests of handlers run in test time;
-// see algorithms.ManualClock.
+// see algorithms.ManualClock. A nil clock is refused by New.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
 }

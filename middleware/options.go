@@ -186,8 +186,8 @@ func WithResetMode(m ResetMode) Option {
 // WithPolicyName names the policy in the RateLimit fields and in the
 // "violated-policies" of the 429 body; the default is DefaultPolicyName.
 // The name must be 1 to 64 printable ASCII characters (space to tilde), as a
-// Structured Field string allows; New panics otherwise, since the name is
-// fixed when the program is written.
+// Structured Field string allows; New refuses others (see New), since the
+// name is fixed when the program is written.
 func WithPolicyName(name string) Option {
 	return func(c *config) { c.policyName = name }
 }
