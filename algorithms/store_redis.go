@@ -97,11 +97,12 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 	}
 	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
 		guard: s.guard, twin: twin}
-	args := make([]any, 1, 1+3*len(limits))
+	args := make([]any, 1, 1+4*len(limits))
 	for _, lim := range limits {
-		p := paramsOf(lim)
+		p := paramsFor(alg, lim)
 		l.suffixes = append(l.suffixes, "}:"+stateName(alg, lim))
-		args = append(args, strconv.FormatInt(p.rate, 10), strconv.FormatInt(p.period, 10), strconv.FormatInt(p.burst, 10))
+		args = append(args, strconv.FormatInt(p.rate, 10), strconv.FormatInt(p.period, 10),
+			strconv.FormatInt(p.burst, 10), strconv.FormatInt(p.unit, 10))
 	}
 	l.calls.New = func() any {
 		return &redisCall{keys: make([]string, len(limits)), args: append([]any(nil), args...)}
@@ -128,10 +129,9 @@ func shareOf(limits []Limit, n int) []Limit {
 // stateName names the state of one limit under one algorithm: the part of a
 // key after the hash tag. Window algorithms ignore Burst, so it is left out.
 func stateName(alg Algorithm, l Limit) string {
-	p := paramsOf(l)
-	name := algorithmCodes[alg] + ":" + strconv.FormatInt(p.rate, 10) + ":" + strconv.FormatInt(p.period, 10)
+	name := algorithmCodes[alg] + ":" + strconv.Itoa(l.Rate) + ":" + strconv.FormatInt(l.Period.Microseconds(), 10)
 	if alg == TokenBucket || alg == LeakyBucket {
-		name += ":" + strconv.FormatInt(p.burst, 10)
+		name += ":" + strconv.Itoa(l.burst())
 	}
 	return name
 }
@@ -143,7 +143,7 @@ type redisLimiter struct {
 	limits   []Limit
 	prefix   string    // "<prefix>:{"
 	suffixes []string  // "}:<state name>", one per limit
-	calls    sync.Pool // *redisCall: keys, then costs and rate, period, burst per limit
+	calls    sync.Pool // *redisCall: keys, then costs and rate, period, burst, unit per limit
 	guard    *guard
 	twin     Limiter // the same limits in memory, for decisions Redis cannot make
 }

@@ -11,10 +11,11 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
--- limit returns the rate, period (µs) and burst of limit i.
+-- limit returns the rate, period, burst and time unit (µs) of limit i, the
+-- period in that unit.
 local function limit(i)
-  local a = 3 * i - 1
-  return tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local a = 4 * i - 2
+  return tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
 end
 
 -- decide returns one request's answer as five integers; a peek commits

@@ -1,0 +1,266 @@
+package algorithms
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// Limits at every scale, primes and the extremes included: every algorithm
+// but the sliding window log takes them all, exactly.
+var largeLimits = []Limit{
+	PerSecond(3),
+	{Rate: 1_000_000, Period: 24 * time.Hour},
+	{Rate: 10_000_000, Period: 720 * time.Hour},
+	{Rate: 999_999_937, Period: 24 * time.Hour},                    // a prime rate
+	{Rate: 999_999_937, Period: 86_400_000_067 * time.Microsecond}, // prime rate, prime period in µs
+	{Rate: 999_999_937, Period: 4_999_999 * time.Microsecond},
+	{Rate: MaxRate, Period: MaxPeriod},
+	{Rate: 999_999_937, Period: MaxPeriod},
+	{Rate: MaxRate, Period: time.Millisecond},
+	{Rate: 10_000_019, Period: 360 * 24 * time.Hour, Burst: MaxRate}, // refills in 98.6 years
+	{Rate: 1, Period: MaxPeriod, Burst: 99},
+	{Rate: 7, Period: 333_333 * time.Microsecond, Burst: MaxRate},
+}
+
+// The largest limits the sliding window log takes.
+var largeLogLimits = []Limit{
+	{Rate: MaxSlidingLogRate, Period: time.Millisecond},
+	{Rate: MaxSlidingLogRate, Period: MaxPeriod},
+	{Rate: 9_973, Period: 86_400_000_067 * time.Microsecond},
+}
+
+// Every Result is the same from memory and from the scripts, and waiting
+// RetryAfter is enough while waiting one µs less is not, whatever the unit
+// the limit computes in; and so while the clock steps back and forth.
+func TestDifferentialLargeLimits(t *testing.T) {
+	for _, alg := range Algorithms {
+		limits := largeLimits
+		if alg == SlidingWindowLog {
+			limits = largeLogLimits
+		}
+		for _, l := range limits {
+			for _, steps := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%s/steps=%v", alg, l, steps)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					runDifferential(t, alg, []Limit{l}, uint64(l.Rate)^uint64(l.Period), steps)
+				})
+			}
+		}
+	}
+}
+
+// Each limit gets the unit the README documents, and every number its
+// algorithm computes stays within 2^53.
+func TestUnits(t *testing.T) {
+	tests := []struct {
+		alg   Algorithm
+		limit Limit
+		unit  int64
+	}{
+		{SlidingWindowCounter, PerSecond(3), 1},
+		{TokenBucket, PerSecond(3), 1},
+		{LeakyBucket, Limit{Rate: 1_000_000, Period: 24 * time.Hour}, 1},
+		{TokenBucket, Limit{Rate: 10_000_000, Period: 720 * time.Hour}, 1},
+		{SlidingWindowCounter, Limit{Rate: 104_249, Period: 24 * time.Hour}, 1},
+		{SlidingWindowCounter, Limit{Rate: 1_000_000, Period: 24 * time.Hour}, 10},
+		{SlidingWindowCounter, Limit{Rate: MaxRate, Period: time.Hour}, 400},
+		{SlidingWindowCounter, Limit{Rate: MaxRate, Period: MaxPeriod}, 3_513_600},
+		{TokenBucket, Limit{Rate: 999_999_937, Period: 24 * time.Hour}, 19_200},
+		{LeakyBucket, Limit{Rate: MaxRate, Period: MaxPeriod}, 1},
+		{LeakyBucket, Limit{Rate: 999_999_937, Period: 4_999_999 * time.Microsecond}, 4_999_999},
+		{FixedWindow, Limit{Rate: MaxRate, Period: MaxPeriod}, 1},
+	}
+	for _, tt := range tests {
+		p := paramsFor(tt.alg, tt.limit)
+		if p.unit != tt.unit {
+			t.Errorf("%s %s: unit %dµs, want %dµs", tt.alg, tt.limit, p.unit, tt.unit)
+		}
+		if tt.limit.Period.Microseconds() != p.period*p.unit*(int64(tt.limit.Rate)/p.rate) {
+			t.Errorf("%s %s: %+v is not the limit's rate per period", tt.alg, tt.limit, p)
+		}
+		var largest int64
+		switch tt.alg {
+		case SlidingWindowCounter:
+			largest = p.rate * p.period
+		case TokenBucket, LeakyBucket:
+			largest = 2 * p.burst * p.period
+		}
+		if largest > maxExact {
+			t.Errorf("%s %s: %d passes 2^53", tt.alg, tt.limit, largest)
+		}
+	}
+}
+
+// steppedStores returns a memory limiter and a miniredis one for the same
+// limits, both on one clock that the returned function sets.
+func steppedStores(t *testing.T, alg Algorithm, limits ...Limit) (mem, red Limiter, set func(time.Time)) {
+	t.Helper()
+	store, setServer := miniredisStore(t)
+	now := start
+	clock := func() time.Time { return now }
+	mem, err := New(NewMemoryStore(WithClock(clock)), alg, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	red, err = New(store, alg, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem, red, func(at time.Time) { now = at; setServer(at) }
+}
+
+// A clock that steps back never makes RetryAfter a lie: PerSecond(2), two
+// requests at T, the clock back to T − 0.5s, a third request.
+func TestClockStepBackKeepsRetryAfter(t *testing.T) {
+	for _, alg := range Algorithms {
+		for _, back := range []time.Duration{500 * ms, 999 * ms, 10 * time.Second} {
+			t.Run(fmt.Sprintf("%s/%s", alg, back), func(t *testing.T) {
+				mem, red, set := steppedStores(t, alg, PerSecond(2))
+				for name, l := range map[string]Limiter{"memory": mem, "redis": red} {
+					at := start.Add(time.Duration(len(name)) * time.Hour) // each store its own time
+					set(at)
+					mustAllow(t, l, 2, true)
+					set(at.Add(-back))
+					res := mustAllow(t, l, 1, false)
+					if res.RetryAfter > longestWait(alg, time.Second) || res.ResetAfter > 2*time.Second {
+						t.Errorf("%s: %+v: longer than the limit can justify", name, res)
+					}
+					set(at.Add(-back + res.RetryAfter - time.Microsecond))
+					mustAllow(t, l, 1, false)
+					set(at.Add(-back + res.RetryAfter))
+					mustAllow(t, l, 1, true)
+				}
+			})
+		}
+	}
+}
+
+// A clock an hour fast that is corrected holds a used-up key back at most
+// one period (for the buckets, one refill) from the corrected now, and the
+// RetryAfter it gives is kept.
+func TestClockAheadCorrected(t *testing.T) {
+	for _, alg := range Algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			mem, red, set := steppedStores(t, alg, PerMinute(2))
+			for name, l := range map[string]Limiter{"memory": mem, "redis": red} {
+				at := start.Add(time.Duration(len(name)) * 24 * time.Hour)
+				set(at.Add(time.Hour))
+				mustAllow(t, l, 2, true)
+				set(at)
+				res := mustAllow(t, l, 1, false)
+				if res.RetryAfter > longestWait(alg, time.Minute) || res.ResetAfter > 2*time.Minute {
+					t.Fatalf("%s: %+v after the correction: held back longer than a period", name, res)
+				}
+				set(at.Add(res.RetryAfter - time.Microsecond))
+				mustAllow(t, l, 1, false)
+				set(at.Add(res.RetryAfter))
+				mustAllow(t, l, 1, true)
+			}
+		})
+	}
+}
+
+// longestWait is the longest RetryAfter a request of cost 1 can get from
+// a limit of period with a monotonic clock: a period, but for the sliding
+// window counter, whose current window fades out only over the next one,
+// two.
+func longestWait(alg Algorithm, period time.Duration) time.Duration {
+	if alg == SlidingWindowCounter {
+		return 2 * period
+	}
+	return period
+}
+
+// mustAllow asks for cost on key "k" and fails unless the answer is want.
+func mustAllow(t *testing.T, l Limiter, cost int, want bool) Result {
+	t.Helper()
+	res, err := l.Allow(context.Background(), "k", cost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Allowed != want {
+		t.Fatalf("Allow(cost %d) = %+v, want allowed %v", cost, res, want)
+	}
+	return res
+}
+
+// On real servers the scripts take every large limit and answer as the
+// memory store does: exactly for the counts, within the round trip for the
+// durations.
+func TestLargeLimitsOnRedis(t *testing.T) {
+	addr := redistest.Standalone(t)
+	addrs := redistest.Cluster(t)
+	clients := map[string]redis.UniversalClient{
+		"redis":   redis.NewClient(&redis.Options{Addr: addr}),
+		"cluster": redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}),
+	}
+	for _, c := range clients {
+		t.Cleanup(func() { c.Close() })
+	}
+	ctx := context.Background()
+	for name, c := range clients {
+		store := NewRedisStore(c, WithPrefix(fmt.Sprintf("large%d", prefixes.Add(1))), WithDenialCache(0))
+		for _, alg := range Algorithms {
+			limits := largeLimits
+			if alg == SlidingWindowLog {
+				limits = largeLogLimits
+			}
+			for i, l := range limits {
+				red, err := New(store, alg, l)
+				if err != nil {
+					t.Fatalf("%s %s %s: %v", name, alg, l, err)
+				}
+				mem, err := New(NewMemoryStore(), alg, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := fmt.Sprintf("k%d", i)
+				q := quota(alg, l)
+				for _, cost := range []int{q - 1, 1, 1} {
+					if cost == 0 {
+						continue
+					}
+					want, _ := mem.Allow(ctx, key, cost)
+					got, err := red.Allow(ctx, key, cost)
+					if err != nil {
+						t.Fatalf("%s %s %s: %v", name, alg, l, err)
+					}
+					if got.Decider != DecidedByStore {
+						t.Fatalf("%s %s %s: decided by %s", name, alg, l, got.Decider)
+					}
+					if msg := compareResult(got, want, 50*ms); msg != "" {
+						t.Errorf("%s %s %s cost %d: %s\n got  %+v\n want %+v", name, alg, l, cost, msg, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// miniredisStore returns a Redis store on miniredis and a function that
+// sets the server's clock: TIME follows it, and key expiry follows it
+// forward (a real server's keys live longer, not shorter, when its clock
+// steps back).
+func miniredisStore(t *testing.T) (Store, func(time.Time)) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	m.SetTime(start)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	last := start
+	return NewRedisStore(c, WithDenialCache(0), WithTimeout(time.Minute)), func(at time.Time) {
+		m.SetTime(at)
+		if at.After(last) {
+			m.FastForward(at.Sub(last))
+			last = at
+		}
+	}
+}
