@@ -58,21 +58,37 @@ func paramsFor(alg Algorithm, l Limit) params {
 	return p
 }
 
-// divisors returns the divisors of n > 0 in increasing order, by trial
-// division: at most √n steps, 5.6 million for MaxPeriod in µs, once at New
-// and only for limits too large for µs.
+// divisors returns the divisors of n > 0 in increasing order, from its
+// prime factors: instant for the periods people write (a day is
+// 2^13·3^3·5^8 µs), √n trial divisions, 5.6 million at most, for a prime
+// number of µs; once at New, and only for limits too large for µs.
 func divisors(n int64) []int64 {
-	var small, large []int64
-	for d := int64(1); d*d <= n; d++ {
-		if n%d == 0 {
-			small = append(small, d)
-			if d*d != n {
-				large = append(large, n/d)
+	ds := []int64{1}
+	add := func(p int64, k int) {
+		m := len(ds)
+		f := int64(1)
+		for range k {
+			f *= p
+			for _, d := range ds[:m] {
+				ds = append(ds, d*f)
 			}
 		}
 	}
-	slices.Reverse(large)
-	return append(small, large...)
+	for p := int64(2); p*p <= n; p++ {
+		k := 0
+		for n%p == 0 {
+			n /= p
+			k++
+		}
+		if k > 0 {
+			add(p, k)
+		}
+	}
+	if n > 1 {
+		add(n, 1)
+	}
+	slices.Sort(ds)
+	return ds
 }
 
 func gcd(a, b int64) int64 {
