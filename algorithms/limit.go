@@ -61,9 +61,9 @@ const (
 	// times and durations stay exact and fit a time.Duration.
 	MaxRefill = 100 * 365 * 24 * time.Hour
 	// MaxSlidingLogRate is the highest Rate of the sliding window log. Its
-	// state in Redis holds one sorted-set member per request instant in the
+	// state in Redis holds one sorted-set member per admission in the
 	// window, so at most Rate members: a bound on a key's memory (about
-	// 0.9 MB at this cap when every request has an instant of its own), while
+	// 1.3 MB at this cap when every request is admitted on its own), while
 	// one decision's work does not grow with the cost. Use the sliding
 	// window counter for more.
 	MaxSlidingLogRate = 10_000
@@ -172,7 +172,9 @@ type Result struct {
 	// one: the binding limit's Period for the window algorithms; for the
 	// bucket algorithms the time a bucket takes to refill from empty
 	// (Burst × Period / Rate, rounded up to the microsecond), so that Limit
-	// per Period is both the burst and the sustained rate.
+	// per Period is both the burst and the sustained rate. (A bucket that
+	// counts time in a unit coarser than 1µs, see ValidateFor, is full at
+	// the start of a unit: its ResetAfter can pass Period by less than one.)
 	Period time.Duration
 	// Index is the binding limit's position among the limits given to New,
 	// from 0, as Describer's Policies lists them.

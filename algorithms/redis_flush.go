@@ -2,7 +2,6 @@ package algorithms
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -141,7 +140,7 @@ func run(ctx context.Context, jobs []*job) error {
 	for _, j := range jobs {
 		reply, err := j.cmd.Text()
 		if err != nil {
-			j.err = fmt.Errorf("algorithms: redis %s: %w", j.l.alg, err)
+			j.err = scriptError(j.l.alg, err)
 			if health == nil || classify(health) == ErrorScript {
 				health = j.err
 			}

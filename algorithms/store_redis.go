@@ -166,7 +166,7 @@ func (l *redisLimiter) run(ctx context.Context, key, list string, n int) ([]Resu
 	call.args[0] = list
 	reply, err := l.script.Run(ctx, l.client, call.keys, call.args...).Text()
 	if err != nil {
-		return nil, fmt.Errorf("algorithms: redis %s: %w", l.alg, err)
+		return nil, scriptError(l.alg, err)
 	}
 	return l.parse(reply, n)
 }
