@@ -300,3 +300,32 @@ func TestDivisors(t *testing.T) {
 		}
 	}
 }
+
+// A sliding log written by the former scripts, one member "<time>:<n>" per
+// unit, is read as the same log after an upgrade.
+func TestSlidingLogReadsTheFormerFormat(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.SetTime(start)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	at := start.UnixMicro()
+	key := "rl:{k}:swl:5:1000000"
+	for n := 1; n <= 3; n++ {
+		c.ZAdd(ctx, key, redis.Z{Score: float64(at), Member: fmt.Sprintf("%d:%d", at, n)})
+	}
+	m.SetTime(start.Add(100 * ms))
+	l, err := New(NewRedisStore(c, WithDenialCache(0), WithTimeout(time.Minute)), SlidingWindowLog, PerSecond(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := mustAllow(t, l, 2, true); res.Remaining != 0 {
+		t.Fatalf("%+v, want 0 remaining", res)
+	}
+	if res := mustAllow(t, l, 1, false); res.RetryAfter != 900*ms {
+		t.Fatalf("%+v, want RetryAfter 900ms, when the units of the former format leave", res)
+	}
+	if n := c.ZCard(ctx, key).Val(); n != 4 {
+		t.Fatalf("%d members, want 3 rewritten and 1 new", n)
+	}
+}

@@ -18,11 +18,33 @@ local function member(m)
   return tonumber(before), tonumber(n)
 end
 
+-- upgrade rewrites a log of the former format, one member "<time>:<n>"
+-- per unit, named by its own score, into one member per unit of this
+-- format: once per key, within the period after an upgrade.
+local function upgrade(key, last)
+  if string.match(last[1], '^(%d+):') ~= last[2] then
+    return last
+  end
+  local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  redis.call('DEL', key)
+  local args = {}
+  for j = 2, #all, 2 do
+    args[#args + 1] = all[j]
+    args[#args + 1] = string.format('%016d:1', j / 2 - 1)
+    if #args >= 200 or j == #all then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  return redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+end
+
 local function check(i, key, now, cost, rate, period, burst, unit)
   local cutoff = string.format('%d', now - period)
   local count, total, newest = 0, 0, now
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[1] then
+    last = upgrade(key, last)
     local b, n = member(last[1])
     total, newest = b + n, tonumber(last[2])
     if newest > now then
@@ -32,7 +54,7 @@ local function check(i, key, now, cost, rate, period, burst, unit)
       local later = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now), '+inf')
       local args = {}
       for j = 1, #later do
-        args[#args + 1] = now
+        args[#args + 1] = string.format('%d', now)
         args[#args + 1] = later[j]
         -- Bounded batches keep the unpack below within Lua's stack limit.
         if #args >= 200 or j == #later then
