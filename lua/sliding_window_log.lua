@@ -7,7 +7,7 @@
 -- ahead left are moved back to now), so both orders agree. An entry leaves
 -- the window when it is period old. One call's work is a few O(log n)
 -- lookups, whatever the cost.
-local totals = {}
+local totals, expired = {}, {}
 
 -- trim is the most expired members one commit removes one by one; a key
 -- whose members have all expired is unlinked at once.
@@ -41,7 +41,7 @@ end
 
 local function check(i, key, now, cost, rate, period, burst, unit)
   local cutoff = string.format('%d', now - period)
-  local count, total, newest = 0, 0, now
+  local count, total, newest, gone = 0, 0, now, 0
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[1] then
     last = upgrade(key, last)
@@ -65,19 +65,24 @@ local function check(i, key, now, cost, rate, period, burst, unit)
       redis.call('PEXPIRE', key, math.ceil(period / 1000))
       newest = now
     end
-    local first = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'LIMIT', 0, 1)
+    -- The members at or before the cutoff have left the window; the first
+    -- one after them tells how many units were admitted before the window.
+    gone = redis.call('ZCOUNT', key, '-inf', cutoff)
+    local first = redis.call('ZRANGE', key, gone, gone)
     if first[1] then
       count = total - member(first[1])
+    else
+      gone = -1 -- all of them
     end
   end
-  totals[i] = total
+  totals[i], expired[i] = total, gone
   if count + cost <= rate then
     return true, rate - count - cost, 0, period
   end
   -- The request fits once the oldest (count + cost - rate) units in the
   -- window have left: find, by rank, the member that holds that unit.
   local target = total + cost - rate
-  local lo = redis.call('ZCOUNT', key, '-inf', cutoff)
+  local lo = gone -- count > 0 here, so some member is in the window
   local hi = redis.call('ZCARD', key) - 1
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
@@ -93,14 +98,12 @@ local function check(i, key, now, cost, rate, period, burst, unit)
 end
 
 local function commit(i, key, now, cost, rate, period, burst, unit)
-  local cutoff = string.format('%d', now - period)
-  local expired = redis.call('ZCOUNT', key, '-inf', cutoff)
-  if expired > 0 then
-    if expired == redis.call('ZCARD', key) then
-      redis.call('UNLINK', key)
-    else
-      redis.call('ZREMRANGEBYRANK', key, 0, math.min(expired, trim) - 1)
-    end
+  local gone = expired[i]
+  if gone < 0 then
+    -- Every member has left the window.
+    redis.call('UNLINK', key)
+  elseif gone > 0 then
+    redis.call('ZREMRANGEBYRANK', key, 0, math.min(gone, trim) - 1)
   end
   redis.call('ZADD', key, string.format('%d', now), string.format('%016d:%d', totals[i], cost))
   redis.call('PEXPIRE', key, math.ceil(period / 1000))
