@@ -245,6 +245,11 @@ func TestLargeLimitsOnRedis(t *testing.T) {
 					if d := got.Remaining - want.Remaining; d >= -slack && d <= slack {
 						got.Remaining = want.Remaining
 					}
+					if got.Allowed != want.Allowed && max(got.RetryAfter, want.RetryAfter) <= 100*ms {
+						// The two calls fell on either side of the instant
+						// the request fits, a round trip apart.
+						continue
+					}
 					if msg := compareResult(got, want, 100*ms); msg != "" {
 						t.Errorf("%s %s %s cost %d: %s\n got  %+v\n want %+v", name, alg, l, cost, msg, got, want)
 					}
@@ -328,4 +333,35 @@ func TestSlidingLogReadsTheFormerFormat(t *testing.T) {
 	if n := c.ZCard(ctx, key).Val(); n != 4 {
 		t.Fatalf("%d members, want 3 rewritten and 1 new", n)
 	}
+}
+
+// After a step back the sliding log's entries are no later than now and its
+// TTL runs from the newest: the key never expires while an entry counts.
+func TestSlidingLogTTLAfterStepBack(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.SetTime(start.Add(time.Second))
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	l, err := New(NewRedisStore(c, WithDenialCache(0), WithTimeout(time.Minute)), SlidingWindowLog, PerSecond(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAllow(t, l, 1, true) // at T + 1s, a clock ahead
+	m.SetTime(start)
+	mustAllow(t, l, 1, true) // at T, corrected
+	key := "rl:{k}:swl:3:1000000"
+	for _, z := range c.ZRangeWithScores(ctx, key, 0, -1).Val() {
+		if z.Score > float64(start.UnixMicro()) {
+			t.Errorf("member %v at %d µs, after now %d", z.Member, int64(z.Score), start.UnixMicro())
+		}
+	}
+	if n := c.ZCard(ctx, key).Val(); n != 2 {
+		t.Errorf("%d members, want 2", n)
+	}
+	if ttl := c.PTTL(ctx, key).Val(); ttl != time.Second {
+		t.Errorf("TTL %s, want a period from the newest entry, now", ttl)
+	}
+	mustAllow(t, l, 1, true)
+	mustAllow(t, l, 1, false)
 }
