@@ -83,7 +83,13 @@ local function check(i, key, now, cost, rate, period, burst, unit)
   -- window have left: find, by rank, the member that holds that unit.
   local target = total + cost - rate
   local lo = gone -- count > 0 here, so some member is in the window
-  local hi = redis.call('ZCARD', key) - 1
+  -- Each member holds at least one unit, so the holder's rank is at most
+  -- lo + (target - units before the window) - 1: the very rank when every
+  -- admission was of one unit, found with one lookup.
+  local hi = math.min(redis.call('ZCARD', key) - 1, lo + target - (total - count) - 1)
+  if member(redis.call('ZRANGE', key, hi, hi)[1]) < target then
+    lo = hi
+  end
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     local b, n = member(redis.call('ZRANGE', key, mid, mid)[1])
