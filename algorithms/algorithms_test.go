@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,11 +33,17 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"period under a millisecond", mem, TokenBucket, []Limit{{Rate: 1, Period: 999 * time.Microsecond}}, ErrInvalidLimit},
 		{"period with nanoseconds", mem, TokenBucket, []Limit{{Rate: 1, Period: time.Second + 1}}, ErrInvalidLimit},
 		{"negative burst", mem, TokenBucket, []Limit{{Rate: 1, Period: time.Second, Burst: -1}}, ErrInvalidLimit},
-		{"too large to be exact", mem, LeakyBucket, []Limit{{Rate: 1 << 30, Period: 24 * time.Hour}}, ErrInvalidLimit},
+		{"rate over MaxRate", mem, LeakyBucket, []Limit{{Rate: MaxRate + 1, Period: 24 * time.Hour}}, ErrInvalidLimit},
+		{"fixed window rate 2^53+1", mem, FixedWindow, []Limit{{Rate: 1<<53 + 1, Period: time.Second}}, ErrInvalidLimit},
+		{"fixed window rate MaxInt", mem, FixedWindow, []Limit{{Rate: math.MaxInt, Period: time.Second}}, ErrInvalidLimit},
+		{"counter rate MaxInt", mem, SlidingWindowCounter, []Limit{{Rate: math.MaxInt, Period: time.Second}}, ErrInvalidLimit},
+		{"bucket rate MaxInt burst 2", mem, TokenBucket, []Limit{{Rate: math.MaxInt, Period: time.Second, Burst: 2}}, ErrInvalidLimit},
+		{"burst over MaxRate", mem, LeakyBucket, []Limit{{Rate: 1, Period: time.Millisecond, Burst: MaxRate + 1}}, ErrInvalidLimit},
+		{"burst MaxInt", mem, TokenBucket, []Limit{{Rate: 1, Period: time.Second, Burst: math.MaxInt}}, ErrInvalidLimit},
+		{"refill over MaxRefill", mem, LeakyBucket, []Limit{{Rate: 1, Period: MaxPeriod, Burst: 101}}, ErrInvalidLimit},
 		{"period over a year", mem, FixedWindow, []Limit{{Rate: 1, Period: MaxPeriod + time.Second}}, ErrInvalidLimit},
 		{"sliding log rate over its cap", mem, SlidingWindowLog, []Limit{{Rate: MaxSlidingLogRate + 1, Period: time.Hour}}, ErrInvalidLimit},
-		{"sliding counter too large", mem, SlidingWindowCounter, []Limit{{Rate: 200_000, Period: 24 * time.Hour}}, ErrInvalidLimit},
-		{"bucket too large", mem, TokenBucket, []Limit{{Rate: 1, Period: 24 * time.Hour, Burst: 60_000}}, ErrInvalidLimit},
+		{"bucket refilling in 164 years", mem, TokenBucket, []Limit{{Rate: 1, Period: 24 * time.Hour, Burst: 60_000}}, ErrInvalidLimit},
 		{"the same limit twice", mem, TokenBucket, []Limit{PerSecond(10), PerSecond(10)}, ErrInvalidLimit},
 		{"limits a window treats as one", mem, FixedWindow, []Limit{PerSecond(10), PerSecond(10).WithBurst(20)}, ErrInvalidLimit},
 		{"one bad limit of two", mem, SlidingWindowLog, []Limit{PerSecond(1), {Rate: 0, Period: time.Second}}, ErrInvalidLimit},
@@ -120,11 +127,12 @@ func TestNewAcceptsLimitsAtTheBounds(t *testing.T) {
 		alg   Algorithm
 		limit Limit
 	}{
-		{FixedWindow, Limit{Rate: 1 << 40, Period: MaxPeriod}},
+		{FixedWindow, Limit{Rate: MaxRate, Period: MaxPeriod}},
 		{SlidingWindowLog, Limit{Rate: MaxSlidingLogRate, Period: time.Hour}},
-		{SlidingWindowCounter, Limit{Rate: 104_249, Period: 24 * time.Hour}},
-		{TokenBucket, Limit{Rate: 52_124, Period: 24 * time.Hour}},
-		{LeakyBucket, Limit{Rate: 1_250_999, Period: time.Hour}},
+		{SlidingWindowCounter, Limit{Rate: MaxRate, Period: MaxPeriod}},
+		{TokenBucket, Limit{Rate: MaxRate, Period: MaxPeriod, Burst: MaxRate}},
+		{LeakyBucket, Limit{Rate: 1, Period: MaxPeriod, Burst: 99}},
+		{LeakyBucket, Limit{Rate: 1, Period: time.Millisecond, Burst: MaxRate}},
 		{TokenBucket, PerSecond(10).WithBurst(20)},
 		{TokenBucket, Limit{Rate: 1, Period: time.Millisecond}},
 	}

@@ -204,7 +204,7 @@ func BenchmarkMemoryAllowWhileExpiring(b *testing.B) {
 // 250,000 expired entries.
 func BenchmarkMemoryHousekeep(b *testing.B) {
 	seed := maphash.MakeSeed()
-	p := paramsOf(PerMinute(10))
+	p := paramsFor(FixedWindow, PerMinute(10))
 	var sh memoryShard
 	fill := func() {
 		t0 := start.UnixMicro()

@@ -7,20 +7,11 @@ import "time"
 // entry brought up to now and whether cost fits in it; commit consumes cost
 // from that copy once every limit has allowed the request, and only then is
 // it stored, as the scripts write nothing on a deny (starting a window on a
-// deny would move it). All arithmetic is in integer microseconds, in the
-// same steps as the scripts, so both stores give the same answers; see the
-// conformance and differential tests.
-
-// params is one limit in the units the algorithms compute in.
-type params struct {
-	rate   int64
-	period int64 // µs
-	burst  int64 // bucket capacity, already defaulted to rate
-}
-
-func paramsOf(l Limit) params {
-	return params{rate: int64(l.Rate), period: l.Period.Microseconds(), burst: int64(l.burst())}
-}
+// deny would move it) but the correction of a time left by a clock that
+// stepped back. All arithmetic is in integers, in the time unit units.go
+// picks for the limit (the µs for most), in the same steps as the scripts,
+// so both stores give the same answers; see the conformance and
+// differential tests.
 
 // verdict is one limit's answer, durations in µs.
 type verdict struct {
@@ -28,26 +19,45 @@ type verdict struct {
 	remaining, retry, reset int64
 }
 
-// entry is the state of one limit for one key. The fields mean, per
-// algorithm: fixed window a = window end, b = count; sliding window counter
-// a = window start, b = current count, c = previous count; token bucket
-// a = tokens × period, b = time of a; leaky bucket a = whole µs of the TAT,
-// b = its fraction in 1/rate µs. An entry that is not live is no state.
+// entry is the state of one limit for one key, times in the limit's units.
+// The fields mean, per algorithm: fixed window a = window end, b = count;
+// sliding window counter a = window start, b = current count, c = previous
+// count; token bucket a = tokens × period, b = time of a; leaky bucket
+// a = whole units of the TAT, b = its fraction in 1/rate units. An entry
+// that is not live is no state.
 type entry struct {
 	a, b, c int64
 	log     timeLog // sliding window log
 	live    bool    // false until first committed: no state, whatever the clock says
+	// fixed reports that decide clamped a time that lay beyond what the
+	// limit can justify, which only a clock that stepped back leaves: the
+	// corrected entry is stored even when nothing is consumed, as the
+	// scripts write it, so that the correction does not move with now.
+	fixed bool
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// check returns whether cost fits, and e brought up to now for commit.
+// check returns whether cost fits, and e brought up to now (µs) for commit.
 func (e entry) check(alg Algorithm, now int64, p params, cost int64) (verdict, entry) {
 	return e.decide(alg, now, p, cost), e
 }
 
-// decide brings e up to now and tells whether cost fits.
-func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
+// decide brings e up to now (µs) and tells whether cost fits, durations in
+// µs.
+func (e *entry) decide(alg Algorithm, nowUS int64, p params, cost int64) verdict {
+	if p.unit == 1 {
+		return e.decideIn(alg, nowUS, p, cost)
+	}
+	now := floorDiv(nowUS, p.unit)
+	v := e.decideIn(alg, now, p, cost)
+	v.retry = toMicros(v.retry, nowUS, now, p.unit)
+	v.reset = toMicros(v.reset, nowUS, now, p.unit)
+	return v
+}
+
+// decideIn is decide with now and the durations in the limit's units.
+func (e *entry) decideIn(alg Algorithm, now int64, p params, cost int64) verdict {
 	if !e.live {
 		// No state: an ended window, a full bucket, a TAT of now.
 		*e = entry{live: true, a: now}
@@ -59,6 +69,9 @@ func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 	case FixedWindow:
 		if e.a <= now {
 			e.a, e.b = now+p.period, 0
+		} else if e.a > now+p.period {
+			// Set by a clock that was ahead: the window ends a period from now.
+			e.a, e.fixed = now+p.period, true
 		}
 		if e.b+cost <= p.rate {
 			return verdict{true, p.rate - e.b - cost, 0, e.a - now}
@@ -66,6 +79,9 @@ func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 		return verdict{false, max(p.rate-e.b, 0), e.a - now, e.a - now}
 
 	case SlidingWindowLog:
+		if e.log.clampTo(now) {
+			e.fixed = true
+		}
 		e.log.dropThrough(now - p.period)
 		count := int64(e.log.n)
 		if count+cost <= p.rate {
@@ -75,7 +91,7 @@ func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 		return verdict{false, max(p.rate-count, 0), e.log.at(need-1) + p.period - now, e.log.at(count-1) + p.period - now}
 
 	case SlidingWindowCounter:
-		if k := (now - e.a) / p.period; k == 1 {
+		if k := floorDiv(now-e.a, p.period); k == 1 {
 			e.c, e.b = e.b, 0
 			e.a += p.period
 		} else if k >= 2 {
@@ -83,9 +99,13 @@ func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 		}
 		if e.b == 0 && e.c == 0 {
 			e.a = now
+		} else if e.a > now {
+			// A window that starts in the future was started by a clock
+			// that was ahead: it starts now, and its counts still count.
+			e.a, e.fixed = now, true
 		}
 		ws, cur, prev := e.a, e.b, e.c
-		el := max(now-ws, 0) // a clock that went back stays at the window start
+		el := now - ws
 		used := cur + ceilDiv(prev*(p.period-el), p.period)
 		if used+cost <= p.rate {
 			return verdict{true, p.rate - used - cost, 0, ws + 2*p.period - now}
@@ -109,12 +129,17 @@ func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 
 	case TokenBucket:
 		capacity := p.burst * p.period
-		if elapsed := max(now-e.b, 0); elapsed < ceilDiv(capacity-e.a, p.rate) {
+		if e.b > now {
+			// Stamped by a clock that was ahead: the level is as of now, and
+			// refills from now.
+			e.b, e.fixed = now, true
+		}
+		if elapsed := now - e.b; elapsed < ceilDiv(capacity-e.a, p.rate) {
 			e.a += elapsed * p.rate
 		} else {
 			e.a = capacity
 		}
-		e.b = max(now, e.b) // a clock that went back must not refill twice
+		e.b = now
 		need := cost * p.period
 		if e.a >= need {
 			left := e.a - need
@@ -123,23 +148,27 @@ func (e *entry) decide(alg Algorithm, now int64, p params, cost int64) verdict {
 		return verdict{false, e.a / p.period, ceilDiv(need-e.a, p.rate), ceilDiv(capacity-e.a, p.rate)}
 
 	case LeakyBucket:
+		capacity, need := p.burst*p.period, cost*p.period
 		if e.a < now {
 			e.a, e.b = now, 0
+		} else if e.a-now > capacity/p.rate || (e.a-now)*p.rate+e.b > capacity {
+			// A backlog over the capacity was left by a clock that was
+			// ahead: the bucket is full as of now.
+			e.a, e.b, e.fixed = now+capacity/p.rate, capacity%p.rate, true
 		}
 		backlog := (e.a-now)*p.rate + e.b
-		capacity, need := p.burst*p.period, cost*p.period
 		if after := backlog + need; after <= capacity {
 			return verdict{true, (capacity - after) / p.period, 0, ceilDiv(after, p.rate)}
 		}
-		// After the clock went back the backlog can exceed the capacity.
-		return verdict{false, max(capacity-backlog, 0) / p.period, ceilDiv(backlog+need-capacity, p.rate), ceilDiv(backlog, p.rate)}
+		return verdict{false, (capacity - backlog) / p.period, ceilDiv(backlog+need-capacity, p.rate), ceilDiv(backlog, p.rate)}
 	}
 	panic("algorithms: check called with unknown algorithm " + string(alg))
 }
 
 // commit consumes cost from an entry that check has just returned, having
-// found room in it.
-func (e *entry) commit(alg Algorithm, now int64, p params, cost int64) {
+// found room in it; now is in µs.
+func (e *entry) commit(alg Algorithm, nowUS int64, p params, cost int64) {
+	now := floorDiv(nowUS, p.unit)
 	switch alg {
 	case FixedWindow, SlidingWindowCounter:
 		e.b += cost
@@ -160,12 +189,15 @@ func (e *entry) commit(alg Algorithm, now int64, p params, cost int64) {
 // bucket is full again. It is computed from the state rather than stored,
 // which keeps a stored entry small.
 func (e *entry) expiry(alg Algorithm, p params) int64 {
+	return e.expiryIn(alg, p) * p.unit
+}
+
+func (e *entry) expiryIn(alg Algorithm, p params) int64 {
 	switch alg {
 	case FixedWindow:
 		return e.a
 	case SlidingWindowLog:
-		// The latest time: the one commit pushed, or a later one after the
-		// clock went back, so never sooner than the script's expiry.
+		// One period after the newest time, which no later than now.
 		return e.log.at(int64(e.log.n)-1) + p.period
 	case SlidingWindowCounter:
 		return e.a + 2*p.period
@@ -246,6 +278,18 @@ type timeLog struct {
 
 func (l *timeLog) at(i int64) int64 { return l.buf[(l.head+int(i))&(len(l.buf)-1)] }
 
+// clampTo moves the times after now, which only a clock that stepped back
+// leaves, to now: the requests they record happened no later than now. It
+// reports whether it moved any. The log stays in order.
+func (l *timeLog) clampTo(now int64) bool {
+	moved := false
+	for i := l.n - 1; i >= 0 && l.at(int64(i)) > now; i-- {
+		l.buf[(l.head+i)&(len(l.buf)-1)] = now
+		moved = true
+	}
+	return moved
+}
+
 // dropThrough removes the times at or before cutoff.
 func (l *timeLog) dropThrough(cutoff int64) {
 	for l.n > 0 && l.buf[l.head] <= cutoff {
@@ -254,8 +298,8 @@ func (l *timeLog) dropThrough(cutoff int64) {
 	}
 }
 
-// push adds t in time order, as Redis's sorted set keeps it: at the end,
-// unless the clock went back.
+// push adds t, which is no earlier than any time in the log (clampTo has
+// run), at the end.
 func (l *timeLog) push(t int64) {
 	if l.n == len(l.buf) {
 		grown := make([]int64, max(4, 2*len(l.buf)))
@@ -264,11 +308,6 @@ func (l *timeLog) push(t int64) {
 		}
 		l.buf, l.head = grown, 0
 	}
-	mask := len(l.buf) - 1
-	i := l.n
-	for ; i > 0 && l.buf[(l.head+i-1)&mask] > t; i-- {
-		l.buf[(l.head+i)&mask] = l.buf[(l.head+i-1)&mask]
-	}
-	l.buf[(l.head+i)&mask] = t
+	l.buf[(l.head+l.n)&(len(l.buf)-1)] = t
 	l.n++
 }

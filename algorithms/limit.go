@@ -41,17 +41,31 @@ var (
 const MaxKeyLength = 1024
 
 // maxExact is the largest integer a Lua number (an IEEE double) holds
-// exactly. The Redis scripts compute in integers up to this bound, so limits
-// whose arithmetic would pass it are refused.
+// exactly. The Redis scripts compute in integers up to this bound, in a
+// representation chosen per limit (see paramsFor) so that they never pass
+// it.
 const maxExact = 1 << 53
 
-// Bounds on limits, so that every number the scripts compute stays exact.
+// Bounds on limits. Every limit within them is computed exactly, in Redis
+// and in memory alike; a limit past them is refused by New with
+// ErrInvalidLimit rather than computed with numbers that would overflow or
+// round. For no limit at all, do not rate-limit (leave out the middleware,
+// or skip the requests concerned) rather than set a huge Rate.
 const (
+	// MaxRate is the largest Rate, and the largest Burst, of any limit.
+	MaxRate = 1_000_000_000
 	// MaxPeriod is the longest Period: a year and a day.
 	MaxPeriod = 366 * 24 * time.Hour
-	// MaxSlidingLogRate is the highest Rate of the sliding window log, which
-	// keeps one entry per unit: more would make one decision slow and one
-	// key large in Redis. Use the sliding window counter for more.
+	// MaxRefill is the longest time a bucket (token or leaky) may take to
+	// refill from empty, Burst × Period / Rate: a hundred years, so that its
+	// times and durations stay exact and fit a time.Duration.
+	MaxRefill = 100 * 365 * 24 * time.Hour
+	// MaxSlidingLogRate is the highest Rate of the sliding window log. Its
+	// state in Redis holds one sorted-set member per admission in the
+	// window, so at most Rate members: a bound on a key's memory (about
+	// 1.3 MB at this cap when every request is admitted on its own), while
+	// one decision's work does not grow with the cost. Use the sliding
+	// window counter for more.
 	MaxSlidingLogRate = 10_000
 )
 
@@ -86,48 +100,44 @@ func (l Limit) String() string {
 }
 
 // Validate reports whether the limit can be enforced by any algorithm. A
-// limit needs a positive Rate, a Period from one millisecond to MaxPeriod
-// that is a whole number of microseconds, and a Burst that is not negative.
-// New checks further bounds that depend on the algorithm; see ValidateFor.
+// limit needs a Rate from 1 to MaxRate, a Period from one millisecond to
+// MaxPeriod that is a whole number of microseconds, and a Burst from 0 to
+// MaxRate. New checks further bounds that depend on the algorithm; see
+// ValidateFor.
 func (l Limit) Validate() error {
 	switch {
-	case l.Rate <= 0:
-		return fmt.Errorf("%w: rate %d must be positive", ErrInvalidLimit, l.Rate)
+	case l.Rate <= 0 || l.Rate > MaxRate:
+		return fmt.Errorf("%w: rate %d must be from 1 to %d (for no limit, do not rate-limit)", ErrInvalidLimit, l.Rate, MaxRate)
 	case l.Period < time.Millisecond || l.Period > MaxPeriod:
 		return fmt.Errorf("%w: period %s must be from 1ms to %s", ErrInvalidLimit, l.Period, MaxPeriod)
 	case l.Period%time.Microsecond != 0:
 		return fmt.Errorf("%w: period %s must be a whole number of microseconds", ErrInvalidLimit, l.Period)
-	case l.Burst < 0:
-		return fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
+	case l.Burst < 0 || l.Burst > MaxRate:
+		return fmt.Errorf("%w: burst %d must be from 0 to %d", ErrInvalidLimit, l.Burst, MaxRate)
 	}
 	return nil
 }
 
 // ValidateFor reports whether alg can enforce the limit exactly. Beyond
 // Validate: the sliding window log takes a Rate of at most
-// MaxSlidingLogRate; the sliding window counter needs Rate × Period (in µs)
-// of at most 2^53, and the buckets Burst × Period of at most 2^52 (they add
-// two such numbers), the range in which a Lua number is an exact integer.
-// Per day that is a Rate of 104,249 for the counter and a Burst of 52,124
-// for the buckets; per hour 2,501,999 and 1,250,999.
+// MaxSlidingLogRate, and a bucket must refill from empty (Burst × Period /
+// Rate) within MaxRefill. Every other limit is exact on every store: where
+// microseconds would take a number past 2^53, the largest integer a Lua
+// number holds exactly, the algorithm counts time in a coarser unit that
+// divides the period (see the README's Limits section).
 func (l Limit) ValidateFor(alg Algorithm) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
-	p := l.Period.Microseconds()
 	switch alg {
 	case SlidingWindowLog:
 		if l.Rate > MaxSlidingLogRate {
 			return fmt.Errorf("%w: the sliding window log takes a rate of at most %d, got %s; the sliding window counter takes more",
 				ErrInvalidLimit, MaxSlidingLogRate, l)
 		}
-	case SlidingWindowCounter:
-		if int64(l.Rate) > maxExact/p {
-			return fmt.Errorf("%w: %s is too large for the sliding window counter to compute exactly", ErrInvalidLimit, l)
-		}
 	case TokenBucket, LeakyBucket:
-		if int64(l.burst()) > maxExact/2/p {
-			return fmt.Errorf("%w: %s is too large for a bucket to compute exactly", ErrInvalidLimit, l)
+		if us, ok := refillMicros(l); !ok || us > int64(maxRefill) {
+			return fmt.Errorf("%w: %s takes longer than %s to refill from empty", ErrInvalidLimit, l, MaxRefill)
 		}
 	}
 	return nil
@@ -162,7 +172,9 @@ type Result struct {
 	// one: the binding limit's Period for the window algorithms; for the
 	// bucket algorithms the time a bucket takes to refill from empty
 	// (Burst × Period / Rate, rounded up to the microsecond), so that Limit
-	// per Period is both the burst and the sustained rate.
+	// per Period is both the burst and the sustained rate. (A bucket that
+	// counts time in a unit coarser than 1µs, see ValidateFor, is full at
+	// the start of a unit: its ResetAfter can pass Period by less than one.)
 	Period time.Duration
 	// Index is the binding limit's position among the limits given to New,
 	// from 0, as Describer's Policies lists them.
@@ -335,8 +347,8 @@ var algorithmCodes = map[Algorithm]string{
 // window is the span that quota(alg, l) refers to: see Result.Period.
 func window(alg Algorithm, l Limit) time.Duration {
 	if alg == TokenBucket || alg == LeakyBucket {
-		p := paramsOf(l)
-		return usToDuration(ceilDiv(p.burst*p.period, p.rate))
+		us, _ := refillMicros(l) // within MaxRefill: New checked
+		return usToDuration(us)
 	}
 	return l.Period
 }

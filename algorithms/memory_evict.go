@@ -119,6 +119,11 @@ func (t *table) forgetCost(j int, now int64) float64 {
 	if t.alg == TokenBucket || t.alg == LeakyBucket {
 		q = t.p.burst
 	}
+	if e.log.n > 0 {
+		// decide may correct the times in place; they are shared with the
+		// stored log.
+		e.log.buf = slices.Clone(e.log.buf)
+	}
 	v := e.decide(t.alg, now, t.p, 0) // e is a copy: nothing is stored
 	used := q - min(max(v.remaining, 0), q)
 	return float64(used) / float64(q) * float64(left)

@@ -6,7 +6,8 @@ import (
 )
 
 // Peek implements Inspector: the Result a request of cost 1 would get now,
-// under the shard's lock, with nothing stored.
+// under the shard's lock, with nothing consumed (a time left by a clock
+// that stepped back is corrected, as by the scripts).
 func (l *memoryLimiter) Peek(_ context.Context, key string) (Result, error) {
 	if err := checkRequest(l.alg, l.limits, key, 1); err != nil {
 		return Result{}, err
@@ -18,11 +19,16 @@ func (l *memoryLimiter) Peek(_ context.Context, key string) (Result, error) {
 	defer sh.mu.Unlock()
 	now := s.cfg.clock().UnixMicro()
 	b := newBinding()
+	var atBuf [4]int
+	var nextBuf [4]entry
+	at, next := atBuf[:0], nextBuf[:0]
 	for i, spec := range l.specs {
-		e, _ := sh.lookup(spec, key, tag)
-		v, _ := e.check(l.alg, now, l.params[i], 1)
+		e, j := sh.lookup(spec, key, tag)
+		v, n := e.check(l.alg, now, l.params[i], 1)
 		b.add(i, v)
+		at, next = append(at, j), append(next, n)
 	}
+	storeFixed(sh, l.specs, at, next)
 	return b.result(l.alg, l.limits), nil
 }
 

@@ -280,7 +280,7 @@ func TestMemoryDropsEmptyLimits(t *testing.T) {
 func TestMemoryHousekeepingIsBounded(t *testing.T) {
 	const total, live = 50_000, 10_000
 	seed := maphash.MakeSeed()
-	p := paramsOf(PerMinute(10))
+	p := paramsFor(FixedWindow, PerMinute(10))
 	var sh memoryShard
 	t0 := start.UnixMicro()
 	for i := range total {

@@ -2,7 +2,6 @@ package algorithms
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -77,7 +76,7 @@ func (c *scriptCall) assemble() {
 func (c *scriptCall) read() error {
 	reply, err := c.cmd.Text()
 	if err != nil {
-		err = fmt.Errorf("algorithms: redis %s: %w", c.l.alg, err)
+		err = scriptError(c.l.alg, err)
 		for _, j := range c.jobs {
 			j.err = err
 		}
@@ -92,7 +91,7 @@ func (c *scriptCall) read() error {
 		group, rest, _ := strings.Cut(reply, ",")
 		reply = rest
 		if msg, failed := strings.CutPrefix(group, "E"); failed {
-			j.err = fmt.Errorf("algorithms: redis %s: %w", c.l.alg, scriptError(msg))
+			j.err = scriptError(c.l.alg, groupError(msg))
 			continue
 		}
 		j.results, j.err = c.l.parse(group, len(j.costs))
@@ -100,14 +99,14 @@ func (c *scriptCall) read() error {
 	return nil
 }
 
-// scriptError is a key's error inside a call that decided several keys:
+// groupError is a key's error inside a call that decided several keys:
 // Redis answered, as with an error reply.
-type scriptError string
+type groupError string
 
-func (e scriptError) Error() string { return string(e) }
+func (e groupError) Error() string { return string(e) }
 
 // RedisError marks it as Redis's own error, like an error reply.
-func (scriptError) RedisError() {}
+func (groupError) RedisError() {}
 
 // runCalls sends the calls, together in one pipeline when there are
 // several, with the scripts Redis has lost sent in full once more, and

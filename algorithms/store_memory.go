@@ -105,7 +105,7 @@ func (s *MemoryStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, er
 			s.specs[name] = id
 		}
 		l.specs = append(l.specs, id)
-		l.params = append(l.params, paramsOf(lim))
+		l.params = append(l.params, paramsFor(alg, lim))
 	}
 	return l, nil
 }
@@ -163,8 +163,20 @@ func (l *memoryLimiter) Allow(_ context.Context, key string, cost int) (Result, 
 				sh.insert(s.seed, l.specs[i], l.alg, l.params[i], key, tag, &next[i], now, s.shardCap)
 			}
 		}
+	} else {
+		storeFixed(sh, l.specs, at, next)
 	}
 	return b.result(l.alg, l.limits), nil
+}
+
+// storeFixed stores the entries that decide corrected without consuming
+// from them, as the scripts write such a correction on a deny or a peek.
+func storeFixed(sh *memoryShard, specs []uint32, at []int, next []entry) {
+	for i, j := range at {
+		if j >= 0 && next[i].fixed {
+			sh.table(specs[i]).store(j, &next[i])
+		}
+	}
 }
 
 // Policies implements Describer.

@@ -127,11 +127,12 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 	}
 	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
 		guard: s.guard, twin: twin}
-	args := make([]any, 1, 2+3*len(limits))
+	args := make([]any, 1, 2+4*len(limits))
 	for _, lim := range limits {
-		p := paramsOf(lim)
+		p := paramsFor(alg, lim)
 		l.suffixes = append(l.suffixes, "}:"+stateName(alg, lim))
-		args = append(args, strconv.FormatInt(p.rate, 10), strconv.FormatInt(p.period, 10), strconv.FormatInt(p.burst, 10))
+		args = append(args, strconv.FormatInt(p.rate, 10), strconv.FormatInt(p.period, 10),
+			strconv.FormatInt(p.burst, 10), strconv.FormatInt(p.unit, 10))
 	}
 	l.limitArgs = args[1:]
 	// A deciding call has one key and one argument more: its reply's (see
@@ -163,10 +164,9 @@ func shareOf(limits []Limit, n int) []Limit {
 // stateName names the state of one limit under one algorithm: the part of a
 // key after the hash tag. Window algorithms ignore Burst, so it is left out.
 func stateName(alg Algorithm, l Limit) string {
-	p := paramsOf(l)
-	name := algorithmCodes[alg] + ":" + strconv.FormatInt(p.rate, 10) + ":" + strconv.FormatInt(p.period, 10)
+	name := algorithmCodes[alg] + ":" + strconv.Itoa(l.Rate) + ":" + strconv.FormatInt(l.Period.Microseconds(), 10)
 	if alg == TokenBucket || alg == LeakyBucket {
-		name += ":" + strconv.FormatInt(p.burst, 10)
+		name += ":" + strconv.Itoa(l.burst())
 	}
 	return name
 }
@@ -178,9 +178,9 @@ type redisLimiter struct {
 	limits   []Limit
 	prefix   string    // "<prefix>:{"
 	suffixes []string  // "}:<state name>", one per limit
-	calls    sync.Pool // *redisCall: keys, then costs and rate, period, burst per limit
-	// limitArgs are the script's arguments after the costs: rate, period
-	// and burst per limit; onceTTL, after them in a deciding call, how long
+	calls    sync.Pool // *redisCall: keys, then costs and rate, period, burst, unit per limit
+	// limitArgs are the script's arguments after the costs: rate, period,
+	// burst and unit per limit; onceTTL, after them in a deciding call, how long
 	// (ms) the call's reply is kept.
 	limitArgs []any
 	onceTTL   string
@@ -213,7 +213,7 @@ func (l *redisLimiter) run(ctx context.Context, key, list string, n int, decidin
 	args[0] = list
 	reply, err := l.script.Run(ctx, l.client, keys, args...).Text()
 	if err != nil {
-		return nil, fmt.Errorf("algorithms: redis %s: %w", l.alg, err)
+		return nil, scriptError(l.alg, err)
 	}
 	return l.parse(reply, n)
 }

@@ -4,7 +4,7 @@
 -- all at one instant: the requests of many keys cost one script call, and
 -- each gets exactly the answer it would have got alone. KEYS holds, group
 -- after group, one key per limit; ARGV, after the costs, each limit's
--- rate, period (µs) and burst.
+-- rate, period, burst and time unit (µs; the period is in that unit).
 -- A cost written "p<cost>" is a peek: the answer such a request would get,
 -- with nothing consumed.
 -- For each request it runs check for every limit, then commit for every
@@ -19,9 +19,9 @@
 -- unique to the call and in the same slot, and one argument more, last:
 -- how long (ms) to keep its reply there. A call that finds that key set
 -- has run before: it returns the first run's reply, deciding nothing.
-local per = math.floor((#ARGV - 1) / 3)
+local per = math.floor((#ARGV - 1) / 4)
 local once, once_ttl
-if #ARGV - 1 > 3 * per then
+if #ARGV - 1 > 4 * per then
   once, once_ttl = KEYS[#KEYS], ARGV[#ARGV]
   local kept = redis.call('GET', once)
   if kept then
@@ -37,11 +37,12 @@ for g in string.gmatch(ARGV[1], '[^,]+') do
   groups[#groups + 1] = g
 end
 
--- The rate, period (µs) and burst of each limit, read once per call.
-local rates, periods, bursts = {}, {}, {}
+-- The rate, period, burst and unit of each limit, read once per call.
+local rates, periods, bursts, units = {}, {}, {}, {}
 for i = 1, per do
-  local a = 3 * i - 1
-  rates[i], periods[i], bursts[i] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local a = 4 * i - 2
+  rates[i], periods[i], bursts[i], units[i] =
+    tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
 end
 local consumed = false
 
@@ -52,7 +53,7 @@ local function decide(base, cost, peek)
   local bind, bind_remaining, bind_reset = 0, 0, 0
   local deny_bind, deny_remaining, deny_retry, deny_reset = 0, 0, -1, 0
   for i = 1, per do
-    local ok, remaining, retry, reset = check(i, KEYS[base + i], now, cost, rates[i], periods[i], bursts[i])
+    local ok, remaining, retry, reset = check(i, KEYS[base + i], now, cost, rates[i], periods[i], bursts[i], units[i])
     if ok then
       -- A pass reports the limit with the least left, the later reset on a tie.
       if bind == 0 or remaining < bind_remaining or
@@ -72,7 +73,7 @@ local function decide(base, cost, peek)
   end
   if not peek then
     for i = 1, per do
-      commit(i, KEYS[base + i], now, cost, rates[i], periods[i], bursts[i])
+      commit(i, KEYS[base + i], now, cost, rates[i], periods[i], bursts[i], units[i])
     end
     consumed = true
   end

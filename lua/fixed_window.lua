@@ -1,9 +1,10 @@
 -- Fixed window. State: the string "<window end µs>:<count>". A window starts
 -- with the first request after the previous one ended; a state whose window
 -- has ended is the same as no state, so key expiry never changes an answer.
+-- Its numbers are counts and times, never a product: its unit is always 1.
 local ends, counts = {}, {}
 
-local function check(i, key, now, cost, rate, period, burst)
+local function check(i, key, now, cost, rate, period, burst, unit)
   local wend, count = now + period, 0
   local v = redis.call('GET', key)
   if v then
@@ -11,6 +12,12 @@ local function check(i, key, now, cost, rate, period, burst)
     e = tonumber(e)
     if e and e > now then
       wend, count = e, tonumber(c)
+      if e > now + period then
+        -- Set by a clock that was ahead: the window ends a period from now.
+        -- Written at once, so the correction does not move with now.
+        wend = now + period
+        redis.call('SET', key, string.format('%d:%d', wend, count), 'PX', ttl(wend, now, 1))
+      end
     end
   end
   ends[i], counts[i] = wend, count
@@ -20,8 +27,7 @@ local function check(i, key, now, cost, rate, period, burst)
   return false, math.max(rate - count, 0), wend - now, wend - now
 end
 
-local function commit(i, key, now, cost, rate, period, burst)
+local function commit(i, key, now, cost, rate, period, burst, unit)
   local wend = ends[i]
-  redis.call('SET', key, string.format('%d:%d', wend, counts[i] + cost),
-    'PX', math.ceil((wend - now) / 1000))
+  redis.call('SET', key, string.format('%d:%d', wend, counts[i] + cost), 'PX', ttl(wend, now, 1))
 end

@@ -1,34 +1,48 @@
 -- Leaky bucket as a meter (GCRA). State: the theoretical arrival time (TAT)
--- as the string "<whole µs>:<fraction in 1/rate µs>", exact even when the
--- emission interval period/rate is not a whole number of µs. The backlog
--- TAT - now, counted in 1/rate µs, may hold at most burst × period; each unit
--- of cost adds period. A TAT in the past is the same as no state.
+-- as the string "<whole units>:<fraction in 1/rate units>", exact even when
+-- the emission interval period/rate is not a whole number of units. The
+-- backlog TAT - now, counted in 1/rate units, may hold at most
+-- burst × period (within 2^52: rate/period is reduced and the unit chosen
+-- for it); each unit of cost adds period. A TAT in the past is the same as
+-- no state.
 local backlogs = {}
 
-local function check(i, key, now, cost, rate, period, burst)
+local function check(i, key, now_us, cost, rate, period, burst, unit)
+  local now = in_units(now_us, unit)
+  local cap, need = burst * period, cost * period
   local backlog = 0
   local v = redis.call('GET', key)
   if v then
     local w, f = string.match(v, '^(%d+):(%d+)$')
     w, f = tonumber(w), tonumber(f)
     if w and w >= now then
+      if w - now > math.floor(cap / rate) or (w - now) * rate + f > cap then
+        -- A backlog over the capacity was left by a clock that was ahead:
+        -- the bucket is full as of now. Written at once, so the correction
+        -- does not move with now.
+        w, f = now + math.floor(cap / rate), cap % rate
+        local tat = w
+        if f > 0 then
+          tat = w + 1
+        end
+        redis.call('SET', key, string.format('%d:%d', w, f), 'PX', ttl(tat, now_us, unit))
+      end
       backlog = (w - now) * rate + f
     end
   end
   backlogs[i] = backlog
-  local cap, need = burst * period, cost * period
   if backlog + need <= cap then
     local after = backlog + need
-    return true, math.floor((cap - after) / period), 0, math.ceil(after / rate)
+    return true, math.floor((cap - after) / period), 0, to_us(math.ceil(after / rate), now_us, now, unit)
   end
-  -- After the clock went back the backlog can exceed the capacity.
-  return false, math.floor(math.max(cap - backlog, 0) / period),
-    math.ceil((backlog + need - cap) / rate), math.ceil(backlog / rate)
+  return false, math.floor((cap - backlog) / period),
+    to_us(math.ceil((backlog + need - cap) / rate), now_us, now, unit), to_us(math.ceil(backlog / rate), now_us, now, unit)
 end
 
-local function commit(i, key, now, cost, rate, period, burst)
+local function commit(i, key, now_us, cost, rate, period, burst, unit)
+  local now = in_units(now_us, unit)
   local after = backlogs[i] + cost * period
   local whole = math.floor(after / rate)
   redis.call('SET', key, string.format('%d:%d', now + whole, after - whole * rate),
-    'PX', math.ceil(math.ceil(after / rate) / 1000))
+    'PX', ttl(now + math.ceil(after / rate), now_us, unit))
 end

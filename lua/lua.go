@@ -1,21 +1,24 @@
 // Package lua holds the Redis scripts that make rate-limit decisions, one per
 // algorithm, embedded into the binary.
 //
-// Each script is an algorithm file, which defines two local functions,
-// check(i, key, now, cost, rate, period, burst) and commit (the same
-// arguments), followed by driver.lua, which runs them for every limit of
-// each request. One call decides one or more keys of one limiter: KEYS
-// holds, key after key, the state of each limit; ARGV[1] lists, per key
-// and separated by commas, the requests' costs, separated by spaces ("1"
-// for one request), decided in that order at one instant ("p1" peeks: the
-// answer of a request of cost 1, with nothing consumed); rate, period
-// (microseconds) and burst follow for each limit. The script returns, per
-// request, five integers separated by spaces: allowed (1 or 0), the
-// binding limit's index (from 1), remaining, retry-after in µs and
-// reset-after in µs; the answers of one key's requests follow one another,
-// separated by spaces too, and the keys' answers are separated by commas.
-// A key whose part failed answers "E" and the error, unless it is the
-// call's only key: the call then fails with the error.
+// Each script is units.lua (time units), then an algorithm file, which
+// defines two local functions, check(i, key, now, cost, rate, period, burst,
+// unit) and commit (the same arguments), followed by driver.lua, which runs
+// them for every limit of each request. One call decides one or more keys
+// of one limiter: KEYS holds, key after key, the state of each limit;
+// ARGV[1] lists, per key and separated by commas, the requests' costs,
+// separated by spaces ("1" for one request), decided in that order at one
+// instant ("p1" peeks: the answer of a request of cost 1, with nothing
+// consumed); rate, period, burst and unit follow for each limit: the
+// period is in units of unit microseconds (1 for most limits), rate and
+// period reduced for the buckets when that keeps their numbers exact (see
+// the algorithms package). The script returns, per request, five integers
+// separated by spaces: allowed (1 or 0), the binding limit's index (from
+// 1), remaining, retry-after in µs and reset-after in µs; the answers of
+// one key's requests follow one another, separated by spaces too, and the
+// keys' answers are separated by commas. A key whose part failed answers
+// "E" and the error, unless it is the call's only key: the call then fails
+// with the error.
 //
 // A call that decides names one key more, last, in the same slot, with one
 // argument more, last: how many milliseconds to keep its reply under that
@@ -49,7 +52,7 @@ var (
 )
 
 func assemble(name string) string {
-	return mustRead(name) + "\n" + mustRead("driver.lua")
+	return mustRead("units.lua") + "\n" + mustRead(name) + "\n" + mustRead("driver.lua")
 }
 
 func mustRead(name string) string {

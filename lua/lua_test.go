@@ -5,15 +5,19 @@ import (
 	"testing"
 )
 
-// Every script is its algorithm's check and commit followed by the driver
-// that calls them, and takes its time from the Redis server only.
+// Every script is the time units' helpers, its algorithm's check and
+// commit, and the driver that calls them, and takes its time from the
+// Redis server only.
 func TestScriptsAreAssembled(t *testing.T) {
 	scripts := map[string]string{
 		"fixed window": FixedWindow, "sliding window log": SlidingWindowLog,
 		"sliding window counter": SlidingWindowCounter, "token bucket": TokenBucket, "leaky bucket": LeakyBucket,
 	}
-	driver := mustRead("driver.lua")
+	driver, units := mustRead("driver.lua"), mustRead("units.lua")
 	for name, src := range scripts {
+		if !strings.HasPrefix(src, units) {
+			t.Errorf("%s: does not start with the units' helpers", name)
+		}
 		if !strings.HasSuffix(src, driver) {
 			t.Errorf("%s: does not end with the driver", name)
 		}

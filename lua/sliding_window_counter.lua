@@ -1,16 +1,18 @@
--- Sliding window counter. State: the string "<window start µs>:<current
--- count>:<previous count>". The rolling count is the current window's count
--- plus the previous window's, weighted by the share of it that still lies
--- within one period of now, rounded up. Windows follow each other from the
--- key's first request; once both counts are zero the next request starts a
--- new series, so key expiry never changes an answer.
+-- Sliding window counter. State: the string "<window start>:<current
+-- count>:<previous count>", times in the limit's unit. The rolling count is
+-- the current window's count plus the previous window's, weighted by the
+-- share of it that still lies within one period of now, rounded up. Windows
+-- follow each other from the key's first request; once both counts are zero
+-- the next request starts a new series, so key expiry never changes an
+-- answer. It multiplies a count by a time: rate × period stays within 2^53.
 local windows = {}
 
 local function ceil_div(a, b)
   return math.ceil(a / b)
 end
 
-local function check(i, key, now, cost, rate, period, burst)
+local function check(i, key, now_us, cost, rate, period, burst, unit)
+  local now = in_units(now_us, unit)
   local ws, cur, prev = now, 0, 0
   local v = redis.call('GET', key)
   if v then
@@ -28,14 +30,20 @@ local function check(i, key, now, cost, rate, period, burst)
       end
       if prev == 0 and cur == 0 then
         ws = now
+      elseif ws > now then
+        -- A window that starts in the future was started by a clock that
+        -- was ahead: it starts now, and its counts still count. Written at
+        -- once, so the correction does not move with now.
+        ws = now
+        redis.call('SET', key, string.format('%d:%d:%d', ws, cur, prev), 'PX', ttl(ws + 2 * period, now_us, unit))
       end
     end
   end
   windows[i] = {ws, cur, prev}
-  local e = math.max(now - ws, 0) -- a clock that went back stays at the window start
+  local e = now - ws
   local used = cur + ceil_div(prev * (period - e), period)
   if used + cost <= rate then
-    return true, rate - used - cost, 0, ws + 2 * period - now
+    return true, rate - used - cost, 0, to_us(ws + 2 * period - now, now_us, now, unit)
   end
   local reset = ws + period - now
   if cur > 0 then
@@ -56,12 +64,11 @@ local function check(i, key, now, cost, rate, period, burst)
     end
     retry = period - e + x
   end
-  return false, math.max(rate - used, 0), retry, reset
+  return false, math.max(rate - used, 0), to_us(retry, now_us, now, unit), to_us(reset, now_us, now, unit)
 end
 
-local function commit(i, key, now, cost, rate, period, burst)
+local function commit(i, key, now_us, cost, rate, period, burst, unit)
   local w = windows[i]
-  local cur = w[2] + cost
-  redis.call('SET', key, string.format('%d:%d:%d', w[1], cur, w[3]),
-    'PX', math.ceil((w[1] + 2 * period - now) / 1000))
+  redis.call('SET', key, string.format('%d:%d:%d', w[1], w[2] + cost, w[3]),
+    'PX', ttl(w[1] + 2 * period, now_us, unit))
 end

@@ -1,39 +1,116 @@
--- Sliding window log. State: a sorted set with one member per unit consumed,
--- scored by its time in µs. An entry leaves the window when it is period old.
--- Members are "<time>:<n>", n being the count before it plus its place, so
--- two requests in the same microsecond stay two entries.
-local counts = {}
+-- Sliding window log. State: a sorted set with one member per admission
+-- (one request, or a batch's requests at one instant), scored by its time
+-- in µs. A member is "<units admitted before it, 16 digits>:<its units>":
+-- the running count makes every member unique whatever the clock does, and
+-- gives the units in the window from two members, whatever the costs. The
+-- scores never decrease along the running count (times a clock that was
+-- ahead left are moved back to now), so both orders agree. An entry leaves
+-- the window when it is period old. One call's work is a few O(log n)
+-- lookups, whatever the cost.
+local totals, expired = {}, {}
 
-local function check(i, key, now, cost, rate, period, burst)
-  -- Entries at or before now - period have left the window. They are only
-  -- removed on commit, so a denied request writes nothing.
-  local after = '(' .. string.format('%d', now - period)
-  local count = redis.call('ZCOUNT', key, after, '+inf')
-  counts[i] = count
-  if count + cost <= rate then
-    return true, rate - count - cost, 0, period
-  end
-  -- The request fits once the oldest (count + cost - rate) entries have left.
-  local need = count + cost - rate
-  local oldest = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  return false, math.max(rate - count, 0),
-    tonumber(oldest[2]) + period - now, tonumber(newest[2]) + period - now
+-- trim is the most expired members one commit removes one by one; a key
+-- whose members have all expired is unlinked at once.
+local trim = 128
+
+local function member(m)
+  local before, n = string.match(m, '^(%d+):(%d+)$')
+  return tonumber(before), tonumber(n)
 end
 
-local function commit(i, key, now, cost, rate, period, burst)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
-  local count = counts[i]
-  local score = string.format('%d', now)
+-- upgrade rewrites a log of the former format, one member "<time>:<n>"
+-- per unit, named by its own score, into one member per unit of this
+-- format: once per key, within the period after an upgrade.
+local function upgrade(key, last)
+  if string.match(last[1], '^(%d+):') ~= last[2] then
+    return last
+  end
+  local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  redis.call('DEL', key)
   local args = {}
-  for j = 1, cost do
-    args[#args + 1] = score
-    args[#args + 1] = string.format('%d:%d', now, count + j)
-    -- Bounded batches keep the unpack below within Lua's stack limit.
-    if #args >= 200 or j == cost then
+  for j = 2, #all, 2 do
+    args[#args + 1] = all[j]
+    args[#args + 1] = string.format('%016d:1', j / 2 - 1)
+    if #args >= 200 or j == #all then
       redis.call('ZADD', key, unpack(args))
       args = {}
     end
   end
+  return redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+end
+
+local function check(i, key, now, cost, rate, period, burst, unit)
+  local cutoff = string.format('%d', now - period)
+  local count, total, newest, gone = 0, 0, now, 0
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[1] then
+    last = upgrade(key, last)
+    local b, n = member(last[1])
+    total, newest = b + n, tonumber(last[2])
+    if newest > now then
+      -- Times after now were left by a clock that was ahead: the requests
+      -- they record happened no later than now. Written at once, so the
+      -- correction does not move with now.
+      local later = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now), '+inf')
+      local args = {}
+      for j = 1, #later do
+        args[#args + 1] = string.format('%d', now)
+        args[#args + 1] = later[j]
+        -- Bounded batches keep the unpack below within Lua's stack limit.
+        if #args >= 200 or j == #later then
+          redis.call('ZADD', key, 'XX', unpack(args))
+          args = {}
+        end
+      end
+      redis.call('PEXPIRE', key, math.ceil(period / 1000))
+      newest = now
+    end
+    -- The members at or before the cutoff have left the window; the first
+    -- one after them tells how many units were admitted before the window.
+    gone = redis.call('ZCOUNT', key, '-inf', cutoff)
+    local first = redis.call('ZRANGE', key, gone, gone)
+    if first[1] then
+      count = total - member(first[1])
+    else
+      gone = -1 -- all of them
+    end
+  end
+  totals[i], expired[i] = total, gone
+  if count + cost <= rate then
+    return true, rate - count - cost, 0, period
+  end
+  -- The request fits once the oldest (count + cost - rate) units in the
+  -- window have left: find, by rank, the member that holds that unit.
+  local target = total + cost - rate
+  local lo = gone -- count > 0 here, so some member is in the window
+  -- Each member holds at least one unit, so the holder's rank is at most
+  -- lo + (target - units before the window) - 1: the very rank when every
+  -- admission was of one unit, found with one lookup.
+  local hi = math.min(redis.call('ZCARD', key) - 1, lo + target - (total - count) - 1)
+  if member(redis.call('ZRANGE', key, hi, hi)[1]) < target then
+    lo = hi
+  end
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local b, n = member(redis.call('ZRANGE', key, mid, mid)[1])
+    if b + n >= target then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  local holder = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
+  return false, math.max(rate - count, 0), tonumber(holder[2]) + period - now, newest + period - now
+end
+
+local function commit(i, key, now, cost, rate, period, burst, unit)
+  local gone = expired[i]
+  if gone < 0 then
+    -- Every member has left the window.
+    redis.call('UNLINK', key)
+  elseif gone > 0 then
+    redis.call('ZREMRANGEBYRANK', key, 0, math.min(gone, trim) - 1)
+  end
+  redis.call('ZADD', key, string.format('%d', now), string.format('%016d:%d', totals[i], cost))
   redis.call('PEXPIRE', key, math.ceil(period / 1000))
 end

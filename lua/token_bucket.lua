@@ -1,35 +1,43 @@
--- Token bucket. State: a hash {t = tokens × period µs, ts = time of t in µs}.
--- Tokens are counted in units of 1/period so the refill of rate tokens per
--- period is a whole rate units per µs: the arithmetic stays in integers.
--- A missing state is a full bucket, and the key expires when it refills.
-local levels, stamps = {}, {}
+-- Token bucket. State: a hash {t = tokens × period, ts = time of t}, times
+-- in the limit's unit. Tokens are counted in units of 1/period so the refill
+-- of rate tokens per period is a whole rate units per time unit: the
+-- arithmetic stays in integers, with rate/period reduced and a unit chosen
+-- so that burst × period stays within 2^52. A missing state is a full
+-- bucket, and the key expires when it refills.
+local levels = {}
 
-local function check(i, key, now, cost, rate, period, burst)
+local function check(i, key, now_us, cost, rate, period, burst, unit)
+  local now = in_units(now_us, unit)
   local cap = burst * period
-  local tokens, stamp = cap, now
+  local tokens = cap
   local v = redis.call('HMGET', key, 't', 'ts')
   if v[1] and v[2] then
     local t, ts = tonumber(v[1]), tonumber(v[2])
-    local elapsed = math.max(now - ts, 0)
-    if elapsed < math.ceil((cap - t) / rate) then
-      tokens = t + elapsed * rate
+    if ts > now then
+      -- Stamped by a clock that was ahead: the level is as of now, and
+      -- refills from now. Written at once, so the correction does not move
+      -- with now.
+      ts = now
+      redis.call('HSET', key, 'ts', string.format('%d', now))
+      redis.call('PEXPIRE', key, ttl(now + math.ceil((cap - t) / rate), now_us, unit))
     end
-    -- A clock that went back must not refill the same time twice.
-    stamp = math.max(now, ts)
+    if now - ts < math.ceil((cap - t) / rate) then
+      tokens = t + (now - ts) * rate
+    end
   end
-  levels[i], stamps[i] = tokens, stamp
+  levels[i] = tokens
   local need = cost * period
   if tokens >= need then
     local left = tokens - need
-    return true, math.floor(left / period), 0, math.ceil((cap - left) / rate)
+    return true, math.floor(left / period), 0, to_us(math.ceil((cap - left) / rate), now_us, now, unit)
   end
   return false, math.floor(tokens / period),
-    math.ceil((need - tokens) / rate), math.ceil((cap - tokens) / rate)
+    to_us(math.ceil((need - tokens) / rate), now_us, now, unit), to_us(math.ceil((cap - tokens) / rate), now_us, now, unit)
 end
 
-local function commit(i, key, now, cost, rate, period, burst)
+local function commit(i, key, now_us, cost, rate, period, burst, unit)
+  local now = in_units(now_us, unit)
   local left = levels[i] - cost * period
-  redis.call('HSET', key, 't', string.format('%d', left), 'ts', string.format('%d', stamps[i]))
-  local full = stamps[i] + math.ceil((burst * period - left) / rate)
-  redis.call('PEXPIRE', key, math.ceil((full - now) / 1000))
+  redis.call('HSET', key, 't', string.format('%d', left), 'ts', string.format('%d', now))
+  redis.call('PEXPIRE', key, ttl(now + math.ceil((burst * period - left) / rate), now_us, unit))
 end

@@ -1,0 +1,85 @@
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MinRedisMajor is the oldest Redis major version the scripts run on. They
+// read the server's clock (TIME) and then write, which a server replicates
+// only by the commands' effects: the default from Redis 5.0 on. Older
+// servers refuse such a write ("Write commands not allowed after non
+// deterministic commands"); the scripts also use HSET with several fields
+// and UNLINK (Redis 4.0).
+const MinRedisMajor = 5
+
+// ErrRedisVersion reports a Redis server older than MinRedisMajor, found by
+// CheckRedisVersion or by a script call's error.
+var ErrRedisVersion = errors.New("algorithms: Redis server too old: redlimit needs Redis 5.0 or later")
+
+// CheckRedisVersion asks the server (every master of a Cluster) for its
+// version and returns an error wrapping ErrRedisVersion when it is older
+// than MinRedisMajor, or Redis's error, wrapped, when it cannot tell. Call
+// it at startup to fail early: a store on an older server otherwise fails
+// each decision with ErrRedisVersion and decides by its FailureMode.
+func CheckRedisVersion(ctx context.Context, client redis.UniversalClient) error {
+	if client == nil {
+		return fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	check := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return fmt.Errorf("algorithms: redis version: %w", err)
+		}
+		return checkVersion(info)
+	}
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, check)
+	case *redis.Client:
+		return check(ctx, c)
+	}
+	info, err := client.Info(ctx, "server").Result()
+	if err != nil {
+		return fmt.Errorf("algorithms: redis version: %w", err)
+	}
+	return checkVersion(info)
+}
+
+// checkVersion reads redis_version from the text of INFO server.
+func checkVersion(info string) error {
+	for line := range strings.Lines(info) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
+		if !ok {
+			continue
+		}
+		major, _, _ := strings.Cut(v, ".")
+		n, err := strconv.Atoi(major)
+		if err != nil {
+			return fmt.Errorf("%w: unreadable version %q", ErrRedisVersion, v)
+		}
+		if n < MinRedisMajor {
+			return fmt.Errorf("%w: the server runs %s", ErrRedisVersion, v)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: INFO server names no redis_version", ErrRedisVersion)
+}
+
+// scriptError wraps the error of a script call, adding ErrRedisVersion when
+// it is what a server too old for the scripts answers.
+func scriptError(alg Algorithm, err error) error {
+	msg := strings.ToLower(err.Error())
+	var redisErr redis.Error
+	if errors.As(err, &redisErr) && (strings.Contains(msg, "non deterministic commands") ||
+		strings.Contains(msg, "unknown command") && (strings.Contains(msg, "eval") || strings.Contains(msg, "unlink")) ||
+		strings.Contains(msg, "wrong number of arguments for 'hset'")) {
+		return fmt.Errorf("algorithms: redis %s: %w: %w", alg, ErrRedisVersion, err)
+	}
+	return fmt.Errorf("algorithms: redis %s: %w", alg, err)
+}

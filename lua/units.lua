@@ -1,0 +1,22 @@
+-- Time units. A limit whose numbers would pass 2^53 in microseconds, the
+-- largest integer a Lua number holds exactly, counts time in a coarser unit
+-- that divides its period (the Go side picks it and passes it as the unit
+-- argument, in µs; 1 for most limits). in_units reads the clock in it;
+-- to_us turns d units from now into the µs until the unit that starts then,
+-- so that waiting it is enough and waiting one µs less is not.
+local function in_units(now_us, unit)
+  return math.floor(now_us / unit)
+end
+
+local function to_us(d, now_us, now, unit)
+  if unit == 1 or d <= 0 then
+    return d
+  end
+  return (now + d) * unit - now_us
+end
+
+-- ttl is the PX, in whole ms, of a key whose state means nothing from unit
+-- time t on.
+local function ttl(t, now_us, unit)
+  return math.max(math.ceil((t * unit - now_us) / 1000), 1)
+end
