@@ -26,6 +26,8 @@ type guard struct {
 	ids     *callIDs     // of the script calls, so that each counts once
 	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
 
+	wheel *deadlineWheel // the deadlines of waiting decisions and calls
+
 	// inline: the client honours a context's deadline, so an idle store's
 	// decision can be sent on the caller's goroutine (see flushInline).
 	inline bool
@@ -44,6 +46,7 @@ type guard struct {
 func newGuard(cfg storeConfig, pool int) *guard {
 	rc := cfg.redis
 	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials),
+		wheel: newDeadlineWheel(),
 		observer: rc.observer, name: cfg.prefix, ids: newCallIDs()}
 	if g.logger == nil {
 		g.logger = slog.Default()
@@ -133,17 +136,16 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 		}
 	}
 
-	// Wait on the context alone when its deadline is ours, else on a timer.
+	// Wait on the context alone when its deadline is ours, else on the
+	// store's deadline wheel.
 	select {
 	case <-w.done: // flushed inline
 		return l.answered(w, key)
 	default:
 	}
-	var expired <-chan time.Time
+	var expired <-chan struct{}
 	if d, ok := ctx.Deadline(); !ok || d.After(deadline) {
-		t := time.NewTimer(deadline.Sub(now))
-		defer t.Stop()
-		expired = t.C
+		expired = g.wheel.after(deadline.Sub(now))
 	}
 	var ctxErr error
 	select {

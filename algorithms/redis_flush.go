@@ -52,9 +52,7 @@ func flushAll(g *guard, batches []keyBatch, inline bool) {
 	if !inline {
 		deadline = deadline.Add(g.callTimeout())
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	health := run(ctx, jobs)
-	cancel()
+	health := run(g.wheel.contextUntil(deadline, deadline.Sub(sent)), jobs)
 	// An error reply (OOM, say) is Redis answering: the key is decided
 	// locally, but the breaker, which keeps every key away from Redis,
 	// opens only for a Redis that cannot be reached or does not answer.

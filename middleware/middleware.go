@@ -400,8 +400,16 @@ func (c *config) writeDenied(w http.ResponseWriter, r *http.Request, res algorit
 // decide asks l for a decision within the timeout.
 func (c *config) decide(parent context.Context, l algorithms.Limiter, key string, cost int) (*decision, algorithms.Result, error) {
 	timeout := c.timeout
-	if b, ok := l.(algorithms.DecisionBounder); ok && !c.timeoutSet {
-		timeout = max(timeout, b.DecisionTimeout())
+	if b, ok := l.(algorithms.DecisionBounder); ok {
+		bound := b.DecisionTimeout()
+		if !c.timeoutSet || timeout >= bound {
+			// The limiter keeps a deadline of its own, no later than ours,
+			// on its own timers: it needs no context of ours, which would
+			// arm a timer per request once asked for Done.
+			d := &decision{}
+			res, err := l.Allow(parent, key, cost)
+			return d, res, err
+		}
 	}
 	d := newDecision(parent, timeout)
 	res, err := l.Allow(d, key, cost)
