@@ -46,7 +46,7 @@ type guard struct {
 func newGuard(cfg storeConfig, pool int) *guard {
 	rc := cfg.redis
 	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials),
-		wheel: newDeadlineWheel(),
+		wheel:    newDeadlineWheel(),
 		observer: rc.observer, name: cfg.prefix, ids: newCallIDs()}
 	if g.logger == nil {
 		g.logger = slog.Default()
