@@ -310,3 +310,35 @@ func TestReplyKeptBriefly(t *testing.T) {
 		t.Errorf("onceTTL(1000h) = %s, want within a day", got)
 	}
 }
+
+// A Client that never sends a command again (MaxRetries -1) needs no kept
+// replies: its calls carry no id, and Redis keeps nothing; any other
+// client's deciding calls carry one.
+func TestNoKeptRepliesWithoutResends(t *testing.T) {
+	addr := redistest.Standalone(t)
+	for _, tc := range []struct {
+		name    string
+		retries int
+		kept    bool
+	}{{"MaxRetries -1", -1, false}, {"default retries", 0, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: tc.retries})
+			defer c.Close()
+			prefix := fmt.Sprint("resend", tc.retries)
+			l, err := New(NewRedisStore(c, WithPrefix(prefix)), FixedWindow, PerMinute(5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := l.Allow(context.Background(), "k", 1); err != nil || !r.Allowed || r.Decider != DecidedByStore {
+				t.Fatalf("%+v %v", r, err)
+			}
+			keys, err := c.Keys(context.Background(), prefix+":*once*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept := len(keys) > 0; kept != tc.kept {
+				t.Errorf("kept reply keys %q, want kept: %v", keys, tc.kept)
+			}
+		})
+	}
+}

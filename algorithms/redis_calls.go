@@ -56,7 +56,11 @@ func callsOf(jobs []*job) []*scriptCall {
 // of the call's kept reply (see callIDs), in the first job's slot.
 func (c *scriptCall) assemble() {
 	l, per := c.l, len(c.l.limits)
-	c.keys = make([]string, len(c.jobs)*per+1)
+	once := 0
+	if l.once {
+		once = 1
+	}
+	c.keys = make([]string, len(c.jobs)*per+once)
 	var groups strings.Builder
 	for n, j := range c.jobs {
 		l.keysOf(j.key, c.keys[n*per:(n+1)*per], 0)
@@ -65,9 +69,12 @@ func (c *scriptCall) assemble() {
 		}
 		groups.WriteString(costList(j.costs))
 	}
-	c.keys[len(c.keys)-1] = l.onceKey(c.jobs[0].key, l.guard.ids.id())
 	c.args = make([]any, 0, 2+len(l.limitArgs))
-	c.args = append(append(append(c.args, groups.String()), l.limitArgs...), l.onceTTL)
+	c.args = append(append(c.args, groups.String()), l.limitArgs...)
+	if l.once {
+		c.keys[len(c.keys)-1] = l.onceKey(c.jobs[0].key, l.guard.ids.id())
+		c.args = append(c.args, l.onceTTL)
+	}
 }
 
 // read hands the call's reply, or its error, to its jobs, and returns the

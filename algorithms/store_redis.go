@@ -61,7 +61,8 @@ type RedisStore struct {
 // sends a script call again when its reply was lost (a Client up to
 // MaxRetries times, a ClusterClient up to MaxRedirects times), and the
 // call, which carries an id of its own, then returns its first run's answer
-// instead of deciding again.
+// instead of deciding again. A Client with MaxRetries -1 never sends a call
+// again, so its calls carry no id and Redis keeps no replies for them.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 	cfg, err := newStoreConfig(opts)
 	if isNilValue(client) && err == nil {
@@ -77,6 +78,15 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 		s.local = NewMemoryStore(WithClock(cfg.clock))
 	}
 	return s
+}
+
+// resends reports whether client may send a command again after its reply
+// was lost: any client but a Client with MaxRetries -1 (which its options
+// hold as 0 once the client is made; a ClusterClient retries up to
+// MaxRedirects times whatever MaxRetries says).
+func resends(client redis.UniversalClient) bool {
+	c, ok := client.(*redis.Client)
+	return !ok || c.Options().MaxRetries > 0
 }
 
 // honoursDeadlines reports whether client bounds a command by its
@@ -138,6 +148,7 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 	// A deciding call has one key and one argument more: its reply's (see
 	// onceTTL).
 	l.onceTTL = strconv.FormatInt(onceTTL(s.cfg.redis.timeout).Milliseconds(), 10)
+	l.once = resends(s.client)
 	args = append(args, l.onceTTL)
 	l.calls.New = func() any {
 		return &redisCall{keys: make([]string, len(limits)+1), args: append([]any(nil), args...)}
@@ -184,6 +195,7 @@ type redisLimiter struct {
 	// (ms) the call's reply is kept.
 	limitArgs []any
 	onceTTL   string
+	once      bool // deciding calls carry an id: the client may send them again
 	guard     *guard
 	twin      Limiter // the same limits in memory, for decisions Redis cannot make
 }
@@ -204,7 +216,7 @@ func (l *redisLimiter) run(ctx context.Context, key, list string, n int, decidin
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)
 	keys, args := call.keys, call.args
-	if deciding {
+	if deciding && l.once {
 		l.keysOf(key, keys, l.guard.ids.id())
 	} else {
 		keys, args = keys[:len(l.limits)], args[:len(args)-1]
