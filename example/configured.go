@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/config"
 	"github.com/redlimit/redlimit/metrics"
 )
@@ -41,7 +43,14 @@ func newConfiguredAPI(cfg options, logger *slog.Logger, m *metrics.Metrics, reg 
 		return nil, err
 	}
 	r := chi.NewRouter()
-	if err := rt.Mount(r, handlers()); err != nil {
+	// The file has no concurrency limits: this one is set in code, in
+	// this instance's memory (a reload may replace the file's store).
+	exports, err := algorithms.NewConcurrency(algorithms.NewMemoryStore(), exportsInFlight, time.Minute)
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	if err := rt.Mount(r, handlers(exports, logger)); err != nil {
 		rt.Close()
 		return nil, err
 	}

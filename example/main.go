@@ -208,7 +208,11 @@ func newAPI(store algorithms.Store, cfg options, logger *slog.Logger, m *metrics
 		"api_key": keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(id.isKnown)),
 		"jwt":     id.jwtFunc,
 	}
-	hs := handlers()
+	exports, err := algorithms.NewConcurrency(store, exportsInFlight, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	hs := handlers(exports, logger)
 	r := chi.NewRouter()
 	for _, rt := range builtinRoutes {
 		limiter, err := algorithms.New(store, rt.Algorithm, rt.Limits...)

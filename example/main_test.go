@@ -254,6 +254,18 @@ func TestCostAboveOne(t *testing.T) {
 	})
 }
 
+// Exports also have a concurrency limit, announced beside the rate limit.
+func TestExportConcurrencyLimit(t *testing.T) {
+	forEachMode(t, func(t *testing.T, srv *httptest.Server) {
+		res := do(t, srv, http.MethodPost, "/api/export", nil)
+		policies := strings.Join(res.Header.Values("RateLimit-Policy"), ", ")
+		if res.StatusCode != http.StatusOK || !strings.Contains(policies, `"api-export"`) ||
+			!strings.Contains(policies, `"api-export-in-flight";q=2;qu="concurrent-requests"`) {
+			t.Fatalf("export: %d, RateLimit-Policy %q, want the rate and the concurrency limits", res.StatusCode, policies)
+		}
+	})
+}
+
 func TestMintToken(t *testing.T) {
 	var out strings.Builder
 	if err := run(context.Background(), []string{"-jwt-secret", "s3", "-mint-token", "bob"}, &out); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/config"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
 )
 
 // builtinRoutes are the limited routes when no -config is given.
@@ -37,14 +39,20 @@ var builtinRoutes = []config.RouteInfo{
 		Plans: map[string]config.Plan{"pro": {Algorithm: algorithms.FixedWindow, Limits: []algorithms.Limit{algorithms.PerMinute(100)}}}},
 }
 
+// exportsInFlight is how many exports one client may run at once.
+const exportsInFlight = 2
+
 // handlers are the example's endpoints, by route, whichever set limits
-// them.
-func handlers() map[string]http.Handler {
+// them. Exports, slow in a real API, also have a concurrency limit, inside
+// their rate limit: at most exportsInFlight per client at once.
+func handlers(exports algorithms.ConcurrencyLimiter, logger *slog.Logger) map[string]http.Handler {
+	export := middleware.NewConcurrency(exports, middleware.WithLogger(logger),
+		middleware.WithPolicyName("api-export-in-flight"))(reply("export started"))
 	return map[string]http.Handler{
 		"GET /api/items":   reply("items"),
 		"GET /api/search":  reply("search results"),
 		"POST /login":      reply("logged in"),
-		"POST /api/export": reply("export started"),
+		"POST /api/export": export,
 		"GET /api/reports": reply("reports"),
 		"GET /api/me":      reply("hello, token holder"),
 		"GET /api/plan":    reply("plan data"),
