@@ -35,7 +35,7 @@ type table struct {
 	seed  maphash.Seed // the store's, to hash the keys of entries that move
 	index index        // key -> position in ents
 	ents  []slot
-	prev  []int64   // sliding window counter: the previous window's count, beside ents
+	prev  []int64   // sliding window counter: the previous window's count; leaky bucket: the excess reserved; beside ents
 	logs  []timeLog // sliding window log: the times, beside ents
 	peak  int       // most entries since the maps were last made
 	pos   int       // position in the shard's list
@@ -136,7 +136,7 @@ func (sh *memoryShard) insert(seed maphash.Seed, spec uint32, alg Algorithm, p p
 	t.index.add(tag, key, len(t.ents), t.ents)
 	t.ents = append(t.ents, slot{key: key})
 	switch alg {
-	case SlidingWindowCounter:
+	case SlidingWindowCounter, LeakyBucket:
 		t.prev = append(t.prev, 0)
 	case SlidingWindowLog:
 		t.logs = append(t.logs, timeLog{})
