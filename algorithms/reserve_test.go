@@ -297,3 +297,48 @@ func runReserveDifferential(t *testing.T, alg Algorithm, limits []Limit, seed ui
 		}
 	}
 }
+
+// The excess a leaky bucket's reservation leaves is kept beside the entry,
+// in a column the table makes only then, and follows the entry as others
+// come and go: a clock that steps back then clamps the backlog to the
+// capacity plus that excess, not to the capacity alone.
+func TestMemoryReservedExcessKept(t *testing.T) {
+	clock := NewManualClock(start)
+	store := NewMemoryStore(WithClock(clock.Now))
+	l := mustNew(t, store, LeakyBucket, PerSecond(1).WithBurst(1))
+	r := l.(Reserver)
+	ctx := context.Background()
+	key := func(i int) string { return fmt.Sprintf("k%d", i) }
+	for i := range 200 {
+		if res, _ := l.Allow(ctx, key(i), 1); !res.Allowed {
+			t.Fatal(res)
+		}
+	}
+	for _, i := range []int{7, 150} {
+		if res, _ := r.Reserve(ctx, key(i), 1, time.Hour); res.Delay != time.Second {
+			t.Fatalf("key %d: %+v", i, res)
+		}
+	}
+	// Others come and go, moving entries within their tables.
+	for i := 200; i < 400; i++ {
+		l.Allow(ctx, key(i), 1)
+	}
+	for i := range 400 {
+		if i != 7 && i != 150 && i%3 != 0 {
+			if err := l.(Inspector).Reset(ctx, key(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Backlogs of 2s; the clock steps back 500ms, making them look 2.5s.
+	clock.Advance(-500 * ms)
+	for _, i := range []int{7, 150} {
+		res, _ := r.Reserve(ctx, key(i), 1, time.Hour)
+		if res.Delay != 2*time.Second {
+			t.Fatalf("key %d: %+v, want a delay of 2s (backlog clamped to 2s)", i, res)
+		}
+	}
+	if res, _ := r.Reserve(ctx, key(3), 1, time.Hour); res.Delay != time.Second {
+		t.Fatalf("key 3: %+v, want a delay of 1s (backlog clamped to 1s)", res)
+	}
+}
