@@ -194,8 +194,12 @@ func TestReserveSeveralLimits(t *testing.T) {
 // interval: cost × period ≤ burst × period + span × rate, the span
 // rounded up to the µs.
 func TestDifferentialReservations(t *testing.T) {
+	// The last two count time in a unit coarser than 1µs (see paramsFor).
+	sets := append(differentialLimits[:len(differentialLimits):len(differentialLimits)],
+		[]Limit{{Rate: 3, Period: time.Hour, Burst: 2_000_000}},
+		[]Limit{{Rate: 7, Period: 7 * time.Minute, Burst: 30_000_000}, PerSecond(5)})
 	for _, alg := range []Algorithm{LeakyBucket, TokenBucket} {
-		for li, limits := range differentialLimits {
+		for li, limits := range sets {
 			for _, back := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%c/back=%v", alg, 'a'+li, back), func(t *testing.T) {
 					t.Parallel()
@@ -247,7 +251,7 @@ func runReserveDifferential(t *testing.T, alg Algorithm, limits []Limit, seed ui
 		key, cost := keys[rng.IntN(len(keys))], 1+rng.IntN(maxCost)
 		var maxDelay time.Duration
 		if rng.IntN(4) != 0 {
-			maxDelay = time.Duration(rng.Int64N(int64(2*period))) / time.Microsecond * time.Microsecond
+			maxDelay = time.Duration(rng.Int64N(int64(min(2*period, MaxDelay)))) / time.Microsecond * time.Microsecond
 		}
 		a, err := mem.Reserve(context.Background(), key, cost, maxDelay)
 		if err != nil {
