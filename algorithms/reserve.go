@@ -3,7 +3,6 @@ package algorithms
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"strconv"
 	"time"
 )
@@ -89,53 +88,6 @@ func (l *memoryLimiter) Reserve(_ context.Context, key string, cost int, maxDela
 		return Result{}, err
 	}
 	return l.decide(key, cost, maxDelay.Microseconds()), nil
-}
-
-// decide decides a valid request under the shard's lock, admitting it
-// within maxDelay µs (0: now or not at all).
-func (l *memoryLimiter) decide(key string, cost int, maxDelay int64) Result {
-	s := l.store
-	h := maphash.String(s.seed, key)
-	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
-	c := int64(cost)
-
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	// The time is read under the lock: a request that waited for it must not
-	// decide with the time it arrived, before the requests that went first.
-	now := s.cfg.clock().UnixMicro()
-	// Housekeeping moves entries, so it runs before any is looked up.
-	sh.housekeep(now, s.cfg.sweep.Microseconds())
-
-	// Most limiters have one or two limits; the arrays keep them off the heap.
-	var atBuf [4]int
-	var nextBuf [4]entry
-	at, next := atBuf[:0], nextBuf[:0]
-	b := newBinding()
-	for i, spec := range l.specs {
-		e, j := sh.lookup(spec, key, tag)
-		v, n := e.reserve(l.alg, now, l.params[i], c, maxDelay)
-		b.add(i, v)
-		at, next = append(at, j), append(next, n)
-	}
-	if b.allowed {
-		// Stored entries first: adding one may evict others and move them.
-		for i, j := range at {
-			if j >= 0 {
-				next[i].commit(l.alg, now, l.params[i], c)
-				sh.table(l.specs[i]).store(j, &next[i])
-			}
-		}
-		for i, j := range at {
-			if j < 0 {
-				next[i].commit(l.alg, now, l.params[i], c)
-				sh.insert(s.seed, l.specs[i], l.alg, l.params[i], key, tag, &next[i], now, s.shardCap)
-			}
-		}
-	} else {
-		storeFixed(sh, l.specs, at, next)
-	}
-	return b.result(l.alg, l.limits)
 }
 
 // Reserve implements Reserver. It asks Redis in a call of its own (the
