@@ -13,17 +13,21 @@ import "time"
 // so both stores give the same answers; see the conformance and
 // differential tests.
 
-// verdict is one limit's answer, durations in µs.
+// verdict is one limit's answer, durations in µs. wait is the delay of a
+// reservation the limit admits only later (see reserve.go), 0 otherwise.
 type verdict struct {
 	ok                      bool
 	remaining, retry, reset int64
+	wait                    int64
 }
 
 // entry is the state of one limit for one key, times in the limit's units.
 // The fields mean, per algorithm: fixed window a = window end, b = count;
 // sliding window counter a = window start, b = current count, c = previous
-// count; token bucket a = tokens × period, b = time of a; leaky bucket
-// a = whole units of the TAT, b = its fraction in 1/rate units. An entry
+// count; token bucket a = tokens × period (below 0 after a reservation),
+// b = time of a; leaky bucket a = whole units of the TAT, b = its fraction
+// in 1/rate units, c = the backlog past the capacity that a reservation
+// committed (see reserve.go). An entry
 // that is not live is no state.
 type entry struct {
 	a, b, c int64
@@ -40,24 +44,31 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // check returns whether cost fits, and e brought up to now (µs) for commit.
 func (e entry) check(alg Algorithm, now int64, p params, cost int64) (verdict, entry) {
-	return e.decide(alg, now, p, cost), e
+	return e.decide(alg, now, p, cost, 0), e
 }
 
-// decide brings e up to now (µs) and tells whether cost fits, durations in
-// µs.
-func (e *entry) decide(alg Algorithm, nowUS int64, p params, cost int64) verdict {
+// reserve is check for a reservation: cost is admitted when it fits within
+// maxDelay µs, the verdict's wait.
+func (e entry) reserve(alg Algorithm, now int64, p params, cost, maxDelay int64) (verdict, entry) {
+	return e.decide(alg, now, p, cost, maxDelay), e
+}
+
+// decide brings e up to now (µs) and tells whether cost fits, or fits
+// within maxDelay µs for the bucket algorithms, durations in µs.
+func (e *entry) decide(alg Algorithm, nowUS int64, p params, cost, maxDelay int64) verdict {
 	if p.unit == 1 {
-		return e.decideIn(alg, nowUS, p, cost)
+		return e.decideIn(alg, nowUS, nowUS, p, cost, maxDelay)
 	}
 	now := floorDiv(nowUS, p.unit)
-	v := e.decideIn(alg, now, p, cost)
+	v := e.decideIn(alg, now, nowUS, p, cost, maxDelay)
 	v.retry = toMicros(v.retry, nowUS, now, p.unit)
 	v.reset = toMicros(v.reset, nowUS, now, p.unit)
 	return v
 }
 
-// decideIn is decide with now and the durations in the limit's units.
-func (e *entry) decideIn(alg Algorithm, now int64, p params, cost int64) verdict {
+// decideIn is decide with now and the durations in the limit's units, but
+// for a reservation's wait, in µs from nowUS.
+func (e *entry) decideIn(alg Algorithm, now, nowUS int64, p params, cost, maxDelay int64) verdict {
 	if !e.live {
 		// No state: an ended window, a full bucket, a TAT of now.
 		*e = entry{live: true, a: now}
@@ -74,9 +85,9 @@ func (e *entry) decideIn(alg Algorithm, now int64, p params, cost int64) verdict
 			e.a, e.fixed = now+p.period, true
 		}
 		if e.b+cost <= p.rate {
-			return verdict{true, p.rate - e.b - cost, 0, e.a - now}
+			return verdict{true, p.rate - e.b - cost, 0, e.a - now, 0}
 		}
-		return verdict{false, max(p.rate-e.b, 0), e.a - now, e.a - now}
+		return verdict{false, max(p.rate-e.b, 0), e.a - now, e.a - now, 0}
 
 	case SlidingWindowLog:
 		if e.log.clampTo(now) {
@@ -85,10 +96,10 @@ func (e *entry) decideIn(alg Algorithm, now int64, p params, cost int64) verdict
 		e.log.dropThrough(now - p.period)
 		count := int64(e.log.n)
 		if count+cost <= p.rate {
-			return verdict{true, p.rate - count - cost, 0, p.period}
+			return verdict{true, p.rate - count - cost, 0, p.period, 0}
 		}
 		need := count + cost - p.rate
-		return verdict{false, max(p.rate-count, 0), e.log.at(need-1) + p.period - now, e.log.at(count-1) + p.period - now}
+		return verdict{false, max(p.rate-count, 0), e.log.at(need-1) + p.period - now, e.log.at(count-1) + p.period - now, 0}
 
 	case SlidingWindowCounter:
 		if k := floorDiv(now-e.a, p.period); k == 1 {
@@ -108,7 +119,7 @@ func (e *entry) decideIn(alg Algorithm, now int64, p params, cost int64) verdict
 		el := now - ws
 		used := cur + ceilDiv(prev*(p.period-el), p.period)
 		if used+cost <= p.rate {
-			return verdict{true, p.rate - used - cost, 0, ws + 2*p.period - now}
+			return verdict{true, p.rate - used - cost, 0, ws + 2*p.period - now, 0}
 		}
 		reset := ws + p.period - now
 		if cur > 0 {
@@ -125,7 +136,7 @@ func (e *entry) decideIn(alg Algorithm, now int64, p params, cost int64) verdict
 			}
 			retry = p.period - el + x
 		}
-		return verdict{false, max(p.rate-used, 0), retry, reset}
+		return verdict{false, max(p.rate-used, 0), retry, reset, 0}
 
 	case TokenBucket:
 		capacity := p.burst * p.period
@@ -143,24 +154,35 @@ func (e *entry) decideIn(alg Algorithm, now int64, p params, cost int64) verdict
 		need := cost * p.period
 		if e.a >= need {
 			left := e.a - need
-			return verdict{true, left / p.period, 0, ceilDiv(capacity-left, p.rate)}
+			return verdict{ok: true, remaining: left / p.period, reset: ceilDiv(capacity-left, p.rate)}
 		}
-		return verdict{false, e.a / p.period, ceilDiv(need-e.a, p.rate), ceilDiv(capacity-e.a, p.rate)}
+		if debt := need - e.a; maxDelay > 0 {
+			if v, ok := delayed(debt, capacity, now, nowUS, p, maxDelay); ok {
+				return v
+			}
+		}
+		return verdict{ok: false, remaining: max(e.a, 0) / p.period, retry: ceilDiv(need-e.a, p.rate), reset: ceilDiv(capacity-e.a, p.rate)}
 
 	case LeakyBucket:
 		capacity, need := p.burst*p.period, cost*p.period
 		if e.a < now {
-			e.a, e.b = now, 0
-		} else if e.a-now > capacity/p.rate || (e.a-now)*p.rate+e.b > capacity {
-			// A backlog over the capacity was left by a clock that was
-			// ahead: the bucket is full as of now.
-			e.a, e.b, e.fixed = now+capacity/p.rate, capacity%p.rate, true
+			e.a, e.b, e.c = now, 0, 0
+		} else if full := capacity + e.c; e.a-now > full/p.rate || (e.a-now)*p.rate+e.b > full {
+			// A backlog over the capacity (and the excess reserved) was
+			// left by a clock that was ahead: the bucket is full as of now.
+			e.a, e.b, e.fixed = now+full/p.rate, full%p.rate, true
 		}
 		backlog := (e.a-now)*p.rate + e.b
 		if after := backlog + need; after <= capacity {
-			return verdict{true, (capacity - after) / p.period, 0, ceilDiv(after, p.rate)}
+			return verdict{ok: true, remaining: (capacity - after) / p.period, reset: ceilDiv(after, p.rate)}
 		}
-		return verdict{false, (capacity - backlog) / p.period, ceilDiv(backlog+need-capacity, p.rate), ceilDiv(backlog, p.rate)}
+		if maxDelay > 0 {
+			if v, ok := delayed(backlog+need-capacity, capacity, now, nowUS, p, maxDelay); ok {
+				return v
+			}
+		}
+		return verdict{ok: false, remaining: max(capacity-backlog, 0) / p.period,
+			retry: ceilDiv(backlog+need-capacity, p.rate), reset: ceilDiv(backlog, p.rate)}
 	}
 	panic("algorithms: check called with unknown algorithm " + string(alg))
 }
@@ -180,7 +202,7 @@ func (e *entry) commit(alg Algorithm, nowUS int64, p params, cost int64) {
 		e.a -= cost * p.period
 	case LeakyBucket:
 		after := (e.a-now)*p.rate + e.b + cost*p.period
-		e.a, e.b = now+after/p.rate, after%p.rate
+		e.a, e.b, e.c = now+after/p.rate, after%p.rate, max(after-p.burst*p.period, 0)
 	}
 }
 
@@ -221,10 +243,12 @@ type binding struct {
 	deny      verdict
 	passIndex int
 	denyIndex int
+	wait      int64 // the longest wait of the limits that reserve (µs)
 }
 
 func (b *binding) add(i int, v verdict) {
 	if v.ok {
+		b.wait = max(b.wait, v.wait)
 		if b.passIndex < 0 || v.remaining < b.pass.remaining ||
 			(v.remaining == b.pass.remaining && v.reset > b.pass.reset) {
 			b.passIndex, b.pass = i, v
@@ -241,14 +265,15 @@ func newBinding() binding { return binding{allowed: true, passIndex: -1, denyInd
 
 // result turns the chosen verdict into a Result.
 func (b *binding) result(alg Algorithm, limits []Limit) Result {
-	i, v := b.passIndex, b.pass
 	if !b.allowed {
-		i, v = b.denyIndex, b.deny
+		return makeResult(alg, limits, b.denyIndex, false, b.deny.remaining, b.deny.retry, b.deny.reset)
 	}
-	return makeResult(alg, limits, i, b.allowed, v.remaining, v.retry, v.reset)
+	return makeResult(alg, limits, b.passIndex, true, b.pass.remaining, b.wait, b.pass.reset)
 }
 
-// makeResult builds the Result of a decision bound by limits[i].
+// makeResult builds the Result of a decision bound by limits[i]. retryUS
+// is the RetryAfter of a denial, the Delay of an admission (as the scripts
+// answer).
 func makeResult(alg Algorithm, limits []Limit, i int, allowed bool, remaining, retryUS, resetUS int64) Result {
 	l := limits[i]
 	r := Result{
@@ -259,7 +284,9 @@ func makeResult(alg Algorithm, limits []Limit, i int, allowed bool, remaining, r
 		ResetAfter: usToDuration(resetUS),
 		Period:     window(alg, l),
 	}
-	if !allowed {
+	if allowed {
+		r.Delay = usToDuration(retryUS)
+	} else {
 		r.RetryAfter = usToDuration(retryUS)
 	}
 	return r

@@ -168,6 +168,9 @@ type Result struct {
 	// RetryAfter is 0 when Allowed; otherwise the time after which the same
 	// request would pass if no other request comes in.
 	RetryAfter time.Duration
+	// Delay is 0 but for a reservation (see Reserver): an allowed Result
+	// with Delay above 0 means "proceed after Delay; the slot is yours".
+	Delay time.Duration
 	// Period is the window that Limit is a quota for, for headers that name
 	// one: the binding limit's Period for the window algorithms; for the
 	// bucket algorithms the time a bucket takes to refill from empty

@@ -124,7 +124,7 @@ func (t *table) forgetCost(j int, now int64) float64 {
 		// stored log.
 		e.log.buf = slices.Clone(e.log.buf)
 	}
-	v := e.decide(t.alg, now, t.p, 0) // e is a copy: nothing is stored
+	v := e.decide(t.alg, now, t.p, 0, 0) // e is a copy: nothing is stored
 	used := q - min(max(v.remaining, 0), q)
 	return float64(used) / float64(q) * float64(left)
 }

@@ -35,7 +35,7 @@ type table struct {
 	seed  maphash.Seed // the store's, to hash the keys of entries that move
 	index index        // key -> position in ents
 	ents  []slot
-	prev  []int64   // sliding window counter: the previous window's count, beside ents
+	prev  []int64   // beside ents: sliding window counter, the previous window's count; leaky bucket, once a reservation has left one, the excess reserved
 	logs  []timeLog // sliding window log: the times, beside ents
 	peak  int       // most entries since the maps were last made
 	pos   int       // position in the shard's list
@@ -79,6 +79,11 @@ func (t *table) load(j int) entry {
 func (t *table) store(j int, e *entry) {
 	t.ents[j].a, t.ents[j].b = e.a, e.b
 	if t.prev != nil {
+		t.prev[j] = e.c
+	} else if e.c != 0 {
+		// The first excess a leaky bucket's reservation leaves: its table
+		// keeps the excesses from now on, and others never pay for them.
+		t.prev = make([]int64, len(t.ents), cap(t.ents))
 		t.prev[j] = e.c
 	}
 	if t.logs != nil {
@@ -135,10 +140,10 @@ func (sh *memoryShard) insert(seed maphash.Seed, spec uint32, alg Algorithm, p p
 	}
 	t.index.add(tag, key, len(t.ents), t.ents)
 	t.ents = append(t.ents, slot{key: key})
-	switch alg {
-	case SlidingWindowCounter:
+	switch {
+	case alg == SlidingWindowCounter, t.prev != nil:
 		t.prev = append(t.prev, 0)
-	case SlidingWindowLog:
+	case alg == SlidingWindowLog:
 		t.logs = append(t.logs, timeLog{})
 	}
 	t.store(len(t.ents)-1, e)

@@ -125,6 +125,12 @@ func (l *memoryLimiter) Allow(_ context.Context, key string, cost int) (Result, 
 	if err := checkRequest(l.alg, l.limits, key, cost); err != nil {
 		return Result{}, err
 	}
+	return l.decide(key, cost, 0), nil
+}
+
+// decide decides a valid request under the shard's lock, admitting it
+// within maxDelay µs (0: now or not at all).
+func (l *memoryLimiter) decide(key string, cost int, maxDelay int64) Result {
 	s := l.store
 	h := maphash.String(s.seed, key)
 	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
@@ -145,7 +151,7 @@ func (l *memoryLimiter) Allow(_ context.Context, key string, cost int) (Result, 
 	b := newBinding()
 	for i, spec := range l.specs {
 		e, j := sh.lookup(spec, key, tag)
-		v, n := e.check(l.alg, now, l.params[i], c)
+		v, n := e.reserve(l.alg, now, l.params[i], c, maxDelay)
 		b.add(i, v)
 		at, next = append(at, j), append(next, n)
 	}
@@ -166,7 +172,7 @@ func (l *memoryLimiter) Allow(_ context.Context, key string, cost int) (Result, 
 	} else {
 		storeFixed(sh, l.specs, at, next)
 	}
-	return b.result(l.alg, l.limits), nil
+	return b.result(l.alg, l.limits)
 }
 
 // storeFixed stores the entries that decide corrected without consuming

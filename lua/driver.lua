@@ -6,7 +6,12 @@
 -- after group, one key per limit; ARGV, after the costs, each limit's
 -- rate, period, burst and time unit (µs; the period is in that unit).
 -- A cost written "p<cost>" is a peek: the answer such a request would get,
--- with nothing consumed.
+-- with nothing consumed. One written "d<max µs>:<cost>" is a reservation:
+-- a request that the limits admit within that delay is admitted, and its
+-- answer's retry-after, on an allowed request always 0 otherwise, is the
+-- delay after which it may proceed (the longest of its limits' waits).
+-- check takes the delay as a last argument and returns the wait as a fifth
+-- value; the algorithms that cannot delay ignore the one and omit the other.
 -- For each request it runs check for every limit, then commit for every
 -- limit only when all of them allow it, so a request consumes from all
 -- limits or none. Time comes from the Redis server so every application
@@ -48,13 +53,17 @@ local consumed = false
 
 -- decide returns one request's answer, for the key whose limits' keys
 -- follow KEYS[base], as five integers; a peek commits nothing.
-local function decide(base, cost, peek)
+local function decide(base, cost, peek, maxd)
   local allowed = 1
+  local delay = 0
   local bind, bind_remaining, bind_reset = 0, 0, 0
   local deny_bind, deny_remaining, deny_retry, deny_reset = 0, 0, -1, 0
   for i = 1, per do
-    local ok, remaining, retry, reset = check(i, KEYS[base + i], now, cost, rates[i], periods[i], bursts[i], units[i])
+    local ok, remaining, retry, reset, wait = check(i, KEYS[base + i], now, cost, rates[i], periods[i], bursts[i], units[i], maxd)
     if ok then
+      if wait and wait > delay then
+        delay = wait
+      end
       -- A pass reports the limit with the least left, the later reset on a tie.
       if bind == 0 or remaining < bind_remaining or
           (remaining == bind_remaining and reset > bind_reset) then
@@ -77,14 +86,19 @@ local function decide(base, cost, peek)
     end
     consumed = true
   end
-  return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)
+  return string.format('1 %d %d %d %d', bind, bind_remaining, delay, bind_reset)
 end
 
 -- decide_group answers one key's requests, joined by spaces.
 local function decide_group(n)
   local out = {}
-  for peek, c in string.gmatch(groups[n], '(p?)(%d+)') do
-    out[#out + 1] = decide((n - 1) * per, tonumber(c), peek == 'p')
+  for kind, a, b in string.gmatch(groups[n], '(%a?)(%d+):?(%d*)') do
+    if kind == 'd' then
+      -- A reservation: "d<max µs>:<cost>".
+      out[#out + 1] = decide((n - 1) * per, tonumber(b), false, tonumber(a))
+    else
+      out[#out + 1] = decide((n - 1) * per, tonumber(a), kind == 'p', 0)
+    end
   end
   return table.concat(out, ' ')
 end

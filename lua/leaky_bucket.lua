@@ -5,27 +5,42 @@
 -- burst × period (within 2^52: rate/period is reduced and the unit chosen
 -- for it); each unit of cost adds period. A TAT in the past is the same as
 -- no state.
+-- A reservation (maxd > 0, in µs) may take the backlog past the capacity,
+-- by as much as drains within maxd: the request proceeds when the excess
+-- has drained. The state then holds the excess as committed,
+-- "<whole>:<fraction>:<excess>", so that a backlog up to capacity plus it
+-- is not taken for one a clock that was ahead left.
 local backlogs = {}
 
-local function check(i, key, now_us, cost, rate, period, burst, unit)
+-- state is the stored TAT, with the excess reserved past the capacity
+-- only when there is one.
+local function state(w, f, x)
+  if x > 0 then
+    return string.format('%d:%d:%d', w, f, x)
+  end
+  return string.format('%d:%d', w, f)
+end
+
+local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)
   local now = in_units(now_us, unit)
   local cap, need = burst * period, cost * period
   local backlog = 0
   local v = redis.call('GET', key)
   if v then
-    local w, f = string.match(v, '^(%d+):(%d+)$')
-    w, f = tonumber(w), tonumber(f)
+    local w, f, x = string.match(v, '^(%d+):(%d+):?(%d*)$')
+    w, f, x = tonumber(w), tonumber(f), tonumber(x) or 0
+    local full = cap + x
     if w and w >= now then
-      if w - now > math.floor(cap / rate) or (w - now) * rate + f > cap then
-        -- A backlog over the capacity was left by a clock that was ahead:
-        -- the bucket is full as of now. Written at once, so the correction
-        -- does not move with now.
-        w, f = now + math.floor(cap / rate), cap % rate
+      if w - now > math.floor(full / rate) or (w - now) * rate + f > full then
+        -- A backlog over the capacity (and the excess reserved) was left by
+        -- a clock that was ahead: the bucket is full as of now. Written at
+        -- once, so the correction does not move with now.
+        w, f = now + math.floor(full / rate), full % rate
         local tat = w
         if f > 0 then
           tat = w + 1
         end
-        redis.call('SET', key, string.format('%d:%d', w, f), 'PX', ttl(tat, now_us, unit))
+        redis.call('SET', key, state(w, f, x), 'PX', ttl(tat, now_us, unit))
       end
       backlog = (w - now) * rate + f
     end
@@ -35,7 +50,14 @@ local function check(i, key, now_us, cost, rate, period, burst, unit)
     local after = backlog + need
     return true, math.floor((cap - after) / period), 0, to_us(math.ceil(after / rate), now_us, now, unit)
   end
-  return false, math.floor((cap - backlog) / period),
+  local excess = backlog + need - cap
+  if maxd and maxd > 0 and excess <= 2 ^ 53 - 2 * cap then
+    local wait = to_us(math.ceil(excess / rate), now_us, now, unit)
+    if wait <= maxd then
+      return true, 0, 0, to_us(math.ceil((backlog + need) / rate), now_us, now, unit), wait
+    end
+  end
+  return false, math.max(math.floor((cap - backlog) / period), 0),
     to_us(math.ceil((backlog + need - cap) / rate), now_us, now, unit), to_us(math.ceil(backlog / rate), now_us, now, unit)
 end
 
@@ -43,6 +65,6 @@ local function commit(i, key, now_us, cost, rate, period, burst, unit)
   local now = in_units(now_us, unit)
   local after = backlogs[i] + cost * period
   local whole = math.floor(after / rate)
-  redis.call('SET', key, string.format('%d:%d', now + whole, after - whole * rate),
+  redis.call('SET', key, state(now + whole, after - whole * rate, math.max(after - burst * period, 0)),
     'PX', ttl(now + math.ceil(after / rate), now_us, unit))
 end

@@ -9,9 +9,12 @@
 // ARGV[1] lists, per key and separated by commas, the requests' costs,
 // separated by spaces ("1" for one request), decided in that order at one
 // instant ("p1" peeks: the answer of a request of cost 1, with nothing
-// consumed); rate, period, burst and unit follow for each limit: the
-// period is in units of unit microseconds (1 for most limits), rate and
-// period reduced for the buckets when that keeps their numbers exact (see
+// consumed; "d<max µs>:<cost>" reserves: a request that the bucket
+// algorithms admit within that delay is admitted, and its answer's
+// retry-after is the delay after which it proceeds; check then takes the
+// delay as a ninth argument and returns the wait as a fifth value); rate,
+// period, burst and unit follow for each limit: the period is in units of
+// unit microseconds (1 for most limits), rate and period reduced for the buckets when that keeps their numbers exact (see
 // the algorithms package). The script returns, per request, five integers
 // separated by spaces: allowed (1 or 0), the binding limit's index (from
 // 1), remaining, retry-after in µs and reset-after in µs; the answers of

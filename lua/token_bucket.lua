@@ -4,9 +4,12 @@
 -- arithmetic stays in integers, with rate/period reduced and a unit chosen
 -- so that burst × period stays within 2^52. A missing state is a full
 -- bucket, and the key expires when it refills.
+-- A reservation (maxd > 0, in µs) may take the level below zero, by as
+-- much as refills within maxd: the request proceeds when the level is
+-- back at zero, and the requests after it wait for the debt too.
 local levels = {}
 
-local function check(i, key, now_us, cost, rate, period, burst, unit)
+local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)
   local now = in_units(now_us, unit)
   local cap = burst * period
   local tokens = cap
@@ -31,7 +34,14 @@ local function check(i, key, now_us, cost, rate, period, burst, unit)
     local left = tokens - need
     return true, math.floor(left / period), 0, to_us(math.ceil((cap - left) / rate), now_us, now, unit)
   end
-  return false, math.floor(tokens / period),
+  local debt = need - tokens
+  if maxd and maxd > 0 and debt <= 2 ^ 53 - 2 * cap then
+    local wait = to_us(math.ceil(debt / rate), now_us, now, unit)
+    if wait <= maxd then
+      return true, 0, 0, to_us(math.ceil((cap + debt) / rate), now_us, now, unit), wait
+    end
+  end
+  return false, math.floor(math.max(tokens, 0) / period),
     to_us(math.ceil((need - tokens) / rate), now_us, now, unit), to_us(math.ceil((cap - tokens) / rate), now_us, now, unit)
 end
 

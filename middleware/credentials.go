@@ -40,7 +40,7 @@ func (c *config) credentialFailed(w http.ResponseWriter, r *http.Request, err er
 	if c.routeScope {
 		key = scoped(r, key)
 	}
-	d, res, derr := c.decideGuarded(r.Context(), c.limiter, key, 1)
+	d, res, derr := c.decideGuarded(r.Context(), c.limiter, key, 1, 0)
 	if derr != nil || res.Allowed || res.Decider == algorithms.DecidedFailClosed {
 		c.keyError(w, r, err)
 		return

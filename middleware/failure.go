@@ -41,15 +41,15 @@ var errBroken = errors.New("middleware: limiter skipped while it keeps failing")
 // decideGuarded is decide behind the breaker: while it is open the limiter
 // is not asked and errBroken is the answer. Refusals and requests whose
 // client went away are no evidence either way.
-func (c *config) decideGuarded(ctx context.Context, l algorithms.Limiter, key string, cost int) (*decision, algorithms.Result, error) {
+func (c *config) decideGuarded(ctx context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration) (*decision, algorithms.Result, error) {
 	if c.breaker == nil {
-		return c.decide(ctx, l, key, cost)
+		return c.decide(ctx, l, key, cost, delay)
 	}
 	ok, probe := c.breaker.Allow(c.now())
 	if !ok {
 		return nil, algorithms.Result{}, errBroken
 	}
-	d, res, err := c.decide(ctx, l, key, cost)
+	d, res, err := c.decide(ctx, l, key, cost, delay)
 	switch {
 	case err == nil, c.limiterFailed(ctx, err):
 		c.breaker.Record(c.now(), err == nil, probe)

@@ -149,7 +149,7 @@ func (r *specReader) keyFunc() keyfunc.KeyFunc {
 
 // option builds one option, nil functions and values out of range included.
 func (r *specReader) option() Option {
-	switch r.byte() % 23 {
+	switch r.byte() % 25 {
 	case 0:
 		return nil
 	case 1:
@@ -229,6 +229,10 @@ func (r *specReader) option() Option {
 			return WithClock(func() time.Time { return time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC) })
 		}
 		return WithClock(time.Now)
+	case 22:
+		return WithDelay(r.duration())
+	case 23:
+		return WithMaxWaiting(int(r.int64()))
 	}
 	return WithCost(func(*http.Request) int { return 1 })
 }
@@ -253,6 +257,9 @@ func FuzzOptions(f *testing.F) {
 	f.Add([]byte{4, 20, 0, 1, 2}, "", false)
 	f.Add([]byte{3, 3, 2, 6, 4, 8, 4, 1, 5}, "c", false)
 	f.Add([]byte{9, 1, 2, 3, 0x80, 0, 0, 0, 0, 0, 0, 0, 1, 0x80, 0, 0, 0, 0, 0, 0, 0, 5}, "c", false)
+	f.Add([]byte{2, 22, 3, 23, 0, 0, 0, 0, 0, 0, 0, 2}, "c", false)
+	f.Add([]byte{3, 22, 3}, "c", false)
+	f.Add([]byte{2, 22, 4}, "c", false)
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	number := regexp.MustCompile(`^\d+$`)

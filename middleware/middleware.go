@@ -45,8 +45,12 @@ type config struct {
 	shadow                  bool
 	shadowLog               logGate
 	skip                    func(*http.Request) bool
-	skipNil                 bool // WithSkip(nil) was given
-	timeoutSet              bool // WithTimeout was given
+	skipNil                 bool          // WithSkip(nil) was given
+	timeoutSet              bool          // WithTimeout was given
+	delay                   time.Duration // WithDelay's, 0 without
+	delaySet                bool          // WithDelay was given
+	maxWaiting              int
+	waiting                 atomic.Int64 // requests waiting out a delay
 
 	// Precomputed at New, so the hot path only appends numbers.
 	sfName           []byte // the policy name as an sf-string, quoted
@@ -126,6 +130,7 @@ func newConfig() *config {
 		ietf:             true,
 		policyName:       DefaultPolicyName,
 		now:              time.Now,
+		maxWaiting:       DefaultMaxWaiting,
 
 		countCredentialFailures: true,
 	}
@@ -140,6 +145,9 @@ func (c *config) init() error {
 		return errors.New("nil fallback limiter")
 	}
 	if err := c.prepare(); err != nil {
+		return err
+	}
+	if err := c.checkDelay(); err != nil {
 		return err
 	}
 	c.mainPolicies = c.newPolicySet(c.limiter)
@@ -282,11 +290,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.observer != nil {
 		start = time.Now()
 	}
-	d, res, err := c.decideGuarded(r.Context(), lim, key, cost)
+	d, res, err := c.decideGuarded(r.Context(), lim, key, cost, c.delayFor(lim))
 	if c.fallback != nil && c.limiterFailed(r.Context(), err) {
 		c.logFailure(err, key, "fallback")
 		lim, ps = c.fallback, c.fallbackPolicies
-		d, res, err = c.decide(r.Context(), c.fallback, key, cost)
+		d, res, err = c.decide(r.Context(), c.fallback, key, cost, c.delayFor(c.fallback))
 	}
 	var took time.Duration
 	if c.observer != nil {
@@ -345,6 +353,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.writeDenied(w, r, res, ps)
 		return
 	}
+	// Only a reservation has a Delay, and only this path one: a store's
+	// fail-open, fail-closed and local decisions never delay, nor shadow
+	// mode, nor an error.
+	if res.Delay > 0 && !c.wait(w, r, res.Delay) {
+		return
+	}
 	h.next.ServeHTTP(w, r)
 }
 
@@ -372,8 +386,9 @@ func (c *config) writeDenied(w http.ResponseWriter, r *http.Request, res algorit
 	}
 }
 
-// decide asks l for a decision within the timeout.
-func (c *config) decide(parent context.Context, l algorithms.Limiter, key string, cost int) (*decision, algorithms.Result, error) {
+// decide asks l for a decision within the timeout, a reservation within
+// delay when it is above 0 (see WithDelay).
+func (c *config) decide(parent context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration) (*decision, algorithms.Result, error) {
 	timeout := c.timeout
 	if b, ok := l.(algorithms.DecisionBounder); ok {
 		bound := b.DecisionTimeout()
@@ -387,7 +402,7 @@ func (c *config) decide(parent context.Context, l algorithms.Limiter, key string
 		}
 	}
 	d := newDecision(parent, timeout)
-	res, err := l.Allow(d, key, cost)
+	res, err := c.ask(d, l, key, cost, delay)
 	d.release()
 	return d, res, err
 }

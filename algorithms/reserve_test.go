@@ -1,0 +1,348 @@
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+func mustReserver(t *testing.T, store Store, alg Algorithm, limits ...Limit) Reserver {
+	t.Helper()
+	r, ok := mustNew(t, store, alg, limits...).(Reserver)
+	if !ok {
+		t.Fatalf("%s limiter is no Reserver", alg)
+	}
+	return r
+}
+
+// Ten requests at one instant against 10/s burst 1 with a delay of up to
+// 500ms: one passes at once, five are told to wait 100ms apart, four are
+// refused with the wait they would need.
+func TestReserveSchedule(t *testing.T) {
+	for _, alg := range []Algorithm{LeakyBucket, TokenBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			clock := NewManualClock(start)
+			r := mustReserver(t, NewMemoryStore(WithClock(clock.Now)), alg, PerSecond(10).WithBurst(1))
+			var delays []time.Duration
+			for i := range 10 {
+				res, err := r.Reserve(context.Background(), "k", 1, 500*ms)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res.Allowed {
+					if i < 6 || res.RetryAfter != 600*ms || res.Delay != 0 {
+						t.Fatalf("request %d: %+v; want the 7th on refused with RetryAfter 600ms", i, res)
+					}
+					continue
+				}
+				if res.Remaining != 0 || res.RetryAfter != 0 {
+					t.Fatalf("request %d: %+v", i, res)
+				}
+				delays = append(delays, res.Delay)
+			}
+			want := []time.Duration{0, 100 * ms, 200 * ms, 300 * ms, 400 * ms, 500 * ms}
+			if fmt.Sprint(delays) != fmt.Sprint(want) {
+				t.Fatalf("delays %v, want %v", delays, want)
+			}
+			// The slots are taken: 599ms on, a request still has to wait.
+			clock.Advance(599 * ms)
+			if res, _ := r.Reserve(context.Background(), "k", 1, 0); res.Allowed {
+				t.Fatalf("allowed before the reserved slots drained: %+v", res)
+			}
+			clock.Advance(ms)
+			if res, _ := r.Reserve(context.Background(), "k", 1, 0); !res.Allowed || res.Delay != 0 {
+				t.Fatalf("refused once the reserved slots drained: %+v", res)
+			}
+		})
+	}
+}
+
+// The same on a real Redis server, whose clock moves between requests: the
+// delays are 100ms apart less the time the calls took.
+func TestRedisReserveSchedule(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	for _, alg := range []Algorithm{LeakyBucket, TokenBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			r := mustReserver(t, NewRedisStore(c, WithPrefix("reserve-"+string(alg))), alg, PerSecond(10).WithBurst(1))
+			began := time.Now()
+			var delays []time.Duration
+			refused := 0
+			for range 10 {
+				res, err := r.Reserve(context.Background(), "k", 1, 500*ms)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Decider != DecidedByStore && res.Decider != DecidedByCache {
+					t.Fatalf("decided by %s", res.Decider)
+				}
+				if res.Allowed {
+					delays = append(delays, res.Delay)
+				} else {
+					refused++
+				}
+			}
+			took := time.Since(began)
+			if len(delays) < 5 || len(delays) > 6 || refused != 10-len(delays) {
+				t.Fatalf("%d passed (delays %v), %d refused; want 5 or 6 passed", len(delays), delays, refused)
+			}
+			for i, d := range delays {
+				if want := time.Duration(i) * 100 * ms; d > want || d < want-took {
+					t.Fatalf("delay %d is %s, want %s less at most %s: %v", i, d, want, took, delays)
+				}
+			}
+		})
+	}
+}
+
+func TestReserveRefused(t *testing.T) {
+	ctx := context.Background()
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	stores := map[string]Store{"memory": NewMemoryStore(), "redis": NewRedisStore(c)}
+	for name, store := range stores {
+		for _, alg := range Algorithms {
+			t.Run(name+"/"+string(alg), func(t *testing.T) {
+				l := mustNew(t, store, alg, PerSecond(10))
+				r := l.(Reserver)
+				if got := CanReserve(l); got != reserves(alg) {
+					t.Fatalf("CanReserve %v", got)
+				}
+				_, err := r.Reserve(ctx, "k", 1, 100*ms)
+				if reserves(alg) != (err == nil) {
+					t.Fatalf("Reserve: %v", err)
+				}
+				if err != nil && !errors.Is(err, ErrInvalidOption) {
+					t.Fatalf("Reserve: %v, want ErrInvalidOption", err)
+				}
+				for _, d := range []time.Duration{-1, MaxDelay + 1} {
+					if _, err := r.Reserve(ctx, "k", 1, d); !errors.Is(err, ErrInvalidOption) {
+						t.Fatalf("Reserve with delay %s: %v, want ErrInvalidOption", d, err)
+					}
+				}
+				if reserves(alg) {
+					if _, err := r.Reserve(ctx, "", 1, ms); !errors.Is(err, ErrInvalidKey) {
+						t.Fatalf("empty key: %v", err)
+					}
+					if _, err := r.Reserve(ctx, "k", 11, ms); !errors.Is(err, ErrCostExceedsLimit) {
+						t.Fatalf("cost 11: %v", err)
+					}
+				}
+			})
+		}
+	}
+	if CanReserve(nil) || CanReserve((*memoryLimiter)(nil)) {
+		t.Fatal("CanReserve of nil")
+	}
+}
+
+// Several limits: the delay is the longest of theirs, and a request that
+// one of them would make wait too long is charged to none.
+func TestReserveSeveralLimits(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.SetTime(start)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	for _, alg := range []Algorithm{LeakyBucket, TokenBucket} {
+		limits := []Limit{PerSecond(10).WithBurst(1), PerSecond(2)} // 100ms and 500ms a request
+		stores := map[string]Store{
+			"memory": NewMemoryStore(WithClock(func() time.Time { return start })),
+			"redis":  NewRedisStore(c, WithPrefix(string(alg)), WithDenialCache(0)),
+		}
+		for name, store := range stores {
+			t.Run(string(alg)+"/"+name, func(t *testing.T) {
+				r := mustReserver(t, store, alg, limits...)
+				want := []struct {
+					allowed bool
+					delay   time.Duration
+				}{{true, 0}, {true, 100 * ms}, {true, 500 * ms}, {false, 0}, {false, 0}}
+				for i, w := range want {
+					res, err := r.Reserve(context.Background(), "k", 1, 500*ms)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Allowed != w.allowed || res.Delay != w.delay {
+						t.Fatalf("request %d: %+v, want allowed %v delay %s", i, res, w.allowed, w.delay)
+					}
+				}
+				// Neither limit was charged for the refusals: the second
+				// limit's wait is still a second, the first's 300ms.
+				res, err := r.Reserve(context.Background(), "k", 1, time.Hour)
+				if err != nil || !res.Allowed || res.Delay != time.Second {
+					t.Fatalf("%+v %v, want a delay of 1s", res, err)
+				}
+			})
+		}
+	}
+}
+
+// Random sequences of reservations and plain requests, with the clock going
+// forward and (in the second run) back: memory and the scripts give the same
+// Results, and, with the clock going forward, the times at which the
+// admitted requests proceed never take more than the limit allows in any
+// interval: cost × period ≤ burst × period + span × rate, the span
+// rounded up to the µs.
+func TestDifferentialReservations(t *testing.T) {
+	// The last two count time in a unit coarser than 1µs (see paramsFor).
+	sets := append(differentialLimits[:len(differentialLimits):len(differentialLimits)],
+		[]Limit{{Rate: 3, Period: time.Hour, Burst: 2_000_000}},
+		[]Limit{{Rate: 7, Period: 7 * time.Minute, Burst: 30_000_000}, PerSecond(5)})
+	for _, alg := range []Algorithm{LeakyBucket, TokenBucket} {
+		for li, limits := range sets {
+			for _, back := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%c/back=%v", alg, 'a'+li, back), func(t *testing.T) {
+					t.Parallel()
+					runReserveDifferential(t, alg, limits, uint64(li)+7, back)
+				})
+			}
+		}
+	}
+}
+
+func runReserveDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64, clockBack bool) {
+	m := miniredis.RunT(t)
+	m.SetTime(start)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	var mu sync.Mutex
+	now := start
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	mem := mustReserver(t, NewMemoryStore(WithClock(clock), WithSweepInterval(100*365*24*time.Hour)), alg, limits...)
+	red := mustReserver(t, NewRedisStore(c, WithDenialCache(0), WithTimeout(time.Minute)), alg, limits...)
+	advance := func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+		m.SetTime(now)
+		if !clockBack {
+			m.FastForward(d)
+		}
+	}
+	maxCost := quota(alg, limits[0])
+	for _, l := range limits {
+		maxCost = min(maxCost, quota(alg, l))
+	}
+	type proceed struct {
+		at   time.Time
+		cost int
+	}
+	proceeds := map[string][]proceed{}
+	rng := rand.New(rand.NewPCG(seed, 3))
+	keys := []string{"x", "y"}
+	period := limits[0].Period
+	for step := range 300 {
+		switch r := rng.IntN(10); {
+		case r < 4:
+			advance(time.Duration(rng.Int64N(int64(period/4))) / time.Microsecond * time.Microsecond)
+		case r < 5 && clockBack:
+			advance(-time.Duration(rng.Int64N(int64(period/2))) / time.Microsecond * time.Microsecond)
+		}
+		key, cost := keys[rng.IntN(len(keys))], 1+rng.IntN(maxCost)
+		var maxDelay time.Duration
+		if rng.IntN(4) != 0 {
+			maxDelay = time.Duration(rng.Int64N(int64(min(2*period, MaxDelay)))) / time.Microsecond * time.Microsecond
+		}
+		a, err := mem.Reserve(context.Background(), key, cost, maxDelay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := red.Reserve(context.Background(), key, cost, maxDelay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a != b {
+			t.Fatalf("step %d (key %s, cost %d, delay %s): stores disagree\n memory %+v\n redis  %+v", step, key, cost, maxDelay, a, b)
+		}
+		switch {
+		case a.Delay < 0 || a.Delay > maxDelay:
+			t.Fatalf("step %d: delay %s outside [0, %s]", step, a.Delay, maxDelay)
+		case !a.Allowed && (a.Delay != 0 || a.RetryAfter <= maxDelay):
+			t.Fatalf("step %d: refused with delay %s, RetryAfter %s within the delay %s", step, a.Delay, a.RetryAfter, maxDelay)
+		case a.Allowed && a.Delay > 0 && a.Remaining != 0:
+			t.Fatalf("step %d: delayed with %d remaining", step, a.Remaining)
+		}
+		if a.Allowed {
+			proceeds[key] = append(proceeds[key], proceed{clock().Add(a.Delay), cost})
+		}
+	}
+	if clockBack || len(limits) > 1 {
+		return
+	}
+	l := limits[0]
+	for key, ps := range proceeds {
+		// Sorted by time: each proceeds no earlier than the one before.
+		for i := 1; i < len(ps); i++ {
+			if ps[i].at.Before(ps[i-1].at) {
+				t.Fatalf("key %s: request %d proceeds at %s, before the one before it at %s", key, i, ps[i].at, ps[i-1].at)
+			}
+		}
+		for i := range ps {
+			sum := 0
+			for j := i; j < len(ps); j++ {
+				sum += ps[j].cost
+				// A wait is rounded up to the µs: a span may be short of
+				// the exact one by less than one.
+				span := ps[j].at.Sub(ps[i].at).Microseconds() + 1
+				if int64(sum)*l.Period.Microseconds() > int64(l.burst())*l.Period.Microseconds()+span*int64(l.Rate) {
+					t.Fatalf("key %s: %d units proceed within %dµs, more than %s allows", key, sum, span, l)
+				}
+			}
+		}
+	}
+}
+
+// The excess a leaky bucket's reservation leaves is kept beside the entry,
+// in a column the table makes only then, and follows the entry as others
+// come and go: a clock that steps back then clamps the backlog to the
+// capacity plus that excess, not to the capacity alone.
+func TestMemoryReservedExcessKept(t *testing.T) {
+	clock := NewManualClock(start)
+	store := NewMemoryStore(WithClock(clock.Now))
+	l := mustNew(t, store, LeakyBucket, PerSecond(1).WithBurst(1))
+	r := l.(Reserver)
+	ctx := context.Background()
+	key := func(i int) string { return fmt.Sprintf("k%d", i) }
+	for i := range 200 {
+		if res, _ := l.Allow(ctx, key(i), 1); !res.Allowed {
+			t.Fatal(res)
+		}
+	}
+	for _, i := range []int{7, 150} {
+		if res, _ := r.Reserve(ctx, key(i), 1, time.Hour); res.Delay != time.Second {
+			t.Fatalf("key %d: %+v", i, res)
+		}
+	}
+	// Others come and go, moving entries within their tables.
+	for i := 200; i < 400; i++ {
+		l.Allow(ctx, key(i), 1)
+	}
+	for i := range 400 {
+		if i != 7 && i != 150 && i%3 != 0 {
+			if err := l.(Inspector).Reset(ctx, key(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Backlogs of 2s; the clock steps back 500ms, making them look 2.5s.
+	clock.Advance(-500 * ms)
+	for _, i := range []int{7, 150} {
+		res, _ := r.Reserve(ctx, key(i), 1, time.Hour)
+		if res.Delay != 2*time.Second {
+			t.Fatalf("key %d: %+v, want a delay of 2s (backlog clamped to 2s)", i, res)
+		}
+	}
+	if res, _ := r.Reserve(ctx, key(3), 1, time.Hour); res.Delay != time.Second {
+		t.Fatalf("key 3: %+v, want a delay of 1s (backlog clamped to 1s)", res)
+	}
+}
