@@ -397,7 +397,7 @@ func (c *config) decide(parent context.Context, l algorithms.Limiter, key string
 			// on its own timers: it needs no context of ours, which would
 			// arm a timer per request once asked for Done.
 			d := &decision{}
-			res, err := l.Allow(parent, key, cost)
+			res, err := c.ask(parent, l, key, cost, delay)
 			return d, res, err
 		}
 	}
