@@ -71,6 +71,9 @@ func build(c *Config, store *openStore, o *options) (*generation, error) {
 			middleware.WithShadow(p.Shadow),
 			middleware.WithFailurePolicy(failure),
 		}
+		if p.Delay > 0 {
+			opts = append(opts, middleware.WithDelay(p.Delay))
+		}
 		if store.settings.timeout > 0 {
 			// The middleware's own deadline would otherwise cut the
 			// store's short at its default.

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"time"
+
 	"github.com/redlimit/redlimit/algorithms"
 )
 
@@ -18,6 +20,8 @@ type RouteInfo struct {
 	Cost int
 	// Shadow reports shadow mode.
 	Shadow bool
+	// Delay is how long a request may be held for its turn (0: none).
+	Delay time.Duration
 	// Plans maps each plan to its algorithm and limits.
 	Plans map[string]Plan
 }
@@ -34,7 +38,7 @@ func (c *Config) Describe() []RouteInfo {
 			continue
 		}
 		info := RouteInfo{Method: r.Method, Path: r.Path, Policy: p.Name, Algorithm: p.Algorithm,
-			Limits: append([]algorithms.Limit(nil), p.Limits...), Key: p.Key.Describe(), Cost: p.Cost, Shadow: p.Shadow}
+			Limits: append([]algorithms.Limit(nil), p.Limits...), Key: p.Key.Describe(), Cost: p.Cost, Shadow: p.Shadow, Delay: p.Delay}
 		if len(p.Plans) > 0 {
 			info.Plans = make(map[string]Plan, len(p.Plans))
 			for name, plan := range p.Plans {

@@ -31,6 +31,7 @@ func (d *decoder) policy(k, n *yaml.Node, path string, shadow bool) *Policy {
 		field{"key", func(n *yaml.Node, path string) { keyNode = n; p.Key = d.key(n, path) }},
 		field{"cost", d.integer(&p.Cost, 1)},
 		field{"shadow", d.boolean(&p.Shadow)},
+		field{"delay", d.duration(&p.Delay)},
 		field{"plan_resolver", func(n *yaml.Node, path string) {
 			p.resolverAt = position{n.Line, path}
 			d.str(&p.PlanResolver)(n, path)
@@ -47,6 +48,14 @@ func (d *decoder) policy(k, n *yaml.Node, path string, shadow bool) *Policy {
 	}
 	if p.Algorithm != "" && p.Limits != nil {
 		d.checkCost(valueNode(n, "cost"), join(path, "cost"), p.Cost, p.Algorithm, p.Limits)
+	}
+	if p.Delay != 0 {
+		switch dn := valueNode(n, "delay"); {
+		case p.Delay < 0 || p.Delay > algorithms.MaxDelay:
+			d.fail(dn, join(path, "delay"), "must be above 0 and at most %s", algorithms.MaxDelay)
+		case p.Algorithm != "" && p.Algorithm != algorithms.TokenBucket && p.Algorithm != algorithms.LeakyBucket:
+			d.fail(dn, join(path, "delay"), "only token_bucket and leaky_bucket can delay a request")
+		}
 	}
 	switch {
 	case plansNode != nil && p.PlanResolver == "":

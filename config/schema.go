@@ -86,6 +86,9 @@ type Policy struct {
 	// Shadow is this policy's shadow mode: Config.Shadow unless the
 	// policy says otherwise.
 	Shadow bool
+	// Delay, above 0, holds a request the limit would admit within it for
+	// its turn instead of refusing it (middleware.WithDelay); buckets only.
+	Delay time.Duration
 	// PlanResolver names the code's function (WithPlanResolver) that picks
 	// one of Plans for a request; "" when there are no plans.
 	PlanResolver string

@@ -225,6 +225,9 @@ func newAPI(store algorithms.Store, cfg options, logger *slog.Logger, m *metrics
 			middleware.WithPolicyName(rt.Policy),
 			middleware.WithObserver(m),
 		}
+		if rt.Delay > 0 {
+			opts = append(opts, middleware.WithDelay(rt.Delay))
+		}
 		if cost := rt.Cost; cost > 1 {
 			opts = append(opts, middleware.WithCost(func(*http.Request) int { return cost }))
 		}

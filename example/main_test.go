@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,10 +216,26 @@ func TestJWTRoute(t *testing.T) {
 				t.Errorf("%s: status %d, want %d", tt.name, got, tt.want)
 			}
 		}
-		// The leaky bucket holds 4: three more pass, then the fifth is refused.
-		got := statuses(t, srv, http.MethodGet, "/api/me", map[string]string{"Authorization": "Bearer " + good}, 4)
-		if count(got[:3], http.StatusOK) != 3 || got[3] != http.StatusTooManyRequests {
-			t.Fatalf("statuses %v, want 3 × 200 then 429", got)
+		// The leaky bucket holds 4: three more pass. Of three sent together
+		// then, the one the bucket admits within 500ms waits its turn
+		// (WithDelay) and passes; the others, a second or more away, are
+		// refused.
+		bearer := map[string]string{"Authorization": "Bearer " + good}
+		if got := statuses(t, srv, http.MethodGet, "/api/me", bearer, 3); count(got, http.StatusOK) != 3 {
+			t.Fatalf("statuses %v, want 3 × 200", got)
+		}
+		began := time.Now()
+		codes := make([]int, 3)
+		var wg sync.WaitGroup
+		for i := range codes {
+			wg.Go(func() { codes[i] = do(t, srv, http.MethodGet, "/api/me", bearer).StatusCode })
+		}
+		wg.Wait()
+		if count(codes, http.StatusOK) != 1 || count(codes, http.StatusTooManyRequests) != 2 {
+			t.Fatalf("statuses %v, want one delayed 200 and 2 × 429", codes)
+		}
+		if took := time.Since(began); took < 400*time.Millisecond {
+			t.Fatalf("the delayed request passed after %s, not its turn", took)
 		}
 	})
 }

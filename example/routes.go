@@ -31,7 +31,10 @@ var builtinRoutes = []config.RouteInfo{
 	{Method: http.MethodGet, Path: "/api/reports", Policy: "api-reports", Algorithm: algorithms.TokenBucket,
 		Limits: []algorithms.Limit{algorithms.PerMinute(30).WithBurst(5)}, Key: "api_key", Cost: 1},
 	{Method: http.MethodGet, Path: "/api/me", Policy: "api-me", Algorithm: algorithms.LeakyBucket,
-		Limits: []algorithms.Limit{algorithms.PerSecond(2).WithBurst(4)}, Key: "jwt", Cost: 1},
+		Limits: []algorithms.Limit{algorithms.PerSecond(2).WithBurst(4)}, Key: "jwt", Cost: 1,
+		// A request the bucket would admit within half a second waits its
+		// turn rather than being refused.
+		Delay: 500 * time.Millisecond},
 	// Tiers: keys from -api-keys are on the free plan, the policy's own
 	// limits; keys from -pro-keys on the pro plan.
 	{Method: http.MethodGet, Path: "/api/plan", Policy: "api-plan", Algorithm: algorithms.FixedWindow,
