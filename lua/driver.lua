@@ -6,7 +6,9 @@
 -- after group, one key per limit; ARGV, after the costs, each limit's
 -- rate, period, burst and time unit (µs; the period is in that unit).
 -- A cost written "p<cost>" is a peek: the answer such a request would get,
--- with nothing consumed.
+-- with nothing consumed. One written "r<cost>/<age µs>" is a refund: every
+-- limit gives back up to cost units consumed age µs ago or later (see each
+-- algorithm's refund), and the answer is that of a peek of cost 0 after it.
 -- For each request it runs check for every limit, then commit for every
 -- limit only when all of them allow it, so a request consumes from all
 -- limits or none. Time comes from the Redis server so every application
@@ -80,11 +82,28 @@ local function decide(base, cost, peek)
   return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)
 end
 
+-- give_back refunds cost units consumed since age µs ago under every limit
+-- of the key whose limits' keys follow KEYS[base], and answers as a peek of
+-- cost 0 would after it. A refund that changed something is kept as a
+-- consuming call is, so that a call sent again does not refund twice.
+local function give_back(base, cost, age)
+  for i = 1, per do
+    if refund(i, KEYS[base + i], now, cost, now - age, rates[i], periods[i], bursts[i], units[i]) then
+      consumed = true
+    end
+  end
+  return decide(base, 0, true)
+end
+
 -- decide_group answers one key's requests, joined by spaces.
 local function decide_group(n)
   local out = {}
-  for peek, c in string.gmatch(groups[n], '(p?)(%d+)') do
-    out[#out + 1] = decide((n - 1) * per, tonumber(c), peek == 'p')
+  for kind, c, age in string.gmatch(groups[n], '([pr]?)(%d+)/?(%d*)') do
+    if kind == 'r' then
+      out[#out + 1] = give_back((n - 1) * per, tonumber(c), tonumber(age) or 0)
+    else
+      out[#out + 1] = decide((n - 1) * per, tonumber(c), kind == 'p')
+    end
   end
   return table.concat(out, ' ')
 end
@@ -105,8 +124,9 @@ for n = 1, #groups do
   out[n] = res
 end
 local reply = table.concat(out, ',')
--- Only a call that consumed something is kept: running denials again
--- counts nothing, and denials still write nothing (under maxmemory, say).
+-- Only a call that consumed or refunded something is kept: running denials
+-- again counts nothing, and denials still write nothing (under maxmemory,
+-- say).
 if once and consumed then
   redis.call('SET', once, reply, 'PX', once_ttl)
 end
