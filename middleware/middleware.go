@@ -47,6 +47,9 @@ type config struct {
 	skip                    func(*http.Request) bool
 	skipNil                 bool // WithSkip(nil) was given
 	timeoutSet              bool // WithTimeout was given
+	chargeIf                func(status int) bool
+	chargeIfSet             bool // WithChargeIf was given
+	costAfter               bool // WithCostAfter was given
 
 	// Precomputed at New, so the hot path only appends numbers.
 	sfName           []byte // the policy name as an sf-string, quoted
@@ -165,6 +168,9 @@ func (c *config) init() error {
 		return errors.New("nil fallback limiter")
 	}
 	if err := c.prepare(); err != nil {
+		return err
+	}
+	if err := c.checkSettle(); err != nil {
 		return err
 	}
 	c.mainPolicies = c.newPolicySet(c.limiter)
@@ -368,6 +374,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.setHeaders(w.Header(), res, &d.vals, ps)
 	if !res.Allowed {
 		c.writeDenied(w, r, res, ps)
+		return
+	}
+	if c.settles() {
+		h.serveSettled(w, r, lim, key, cost, res)
 		return
 	}
 	h.next.ServeHTTP(w, r)
