@@ -314,10 +314,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		start = time.Now()
 	}
 	d, res, err := c.decideGuarded(r.Context(), lim, key, cost)
+	guarded := true // lim is behind the breaker
 	if c.fallback != nil && c.limiterFailed(r.Context(), err) {
 		c.logFailure(err, key, "fallback")
 		lim, ps = c.fallback, c.fallbackPolicies
 		d, res, err = c.decide(r.Context(), c.fallback, key, cost)
+		guarded = false
 	}
 	var took time.Duration
 	if c.observer != nil {
@@ -377,7 +379,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c.settles() {
-		h.serveSettled(w, r, lim, key, cost, res)
+		h.serveSettled(w, r, settlement{lim, key, cost, res, guarded})
 		return
 	}
 	h.next.ServeHTTP(w, r)

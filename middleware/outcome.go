@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/breaker"
 )
 
 // WithChargeIf counts only the responses whose status charge selects: the
@@ -121,9 +122,18 @@ func (w *outcomeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 
-// serveSettled runs next on a request whose cost was reserved from lim
-// under key, then settles the cost by the outcome.
-func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, lim algorithms.Limiter, key string, reserved int, res algorithms.Result) {
+// settlement is what settling a request needs to know of its reservation.
+type settlement struct {
+	lim      algorithms.Limiter
+	key      string
+	reserved int
+	res      algorithms.Result
+	guarded  bool // lim is behind the breaker
+}
+
+// serveSettled runs next on a request whose cost s reserved, then settles
+// the cost by the outcome.
+func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, s settlement) {
 	c := h.c
 	decided := time.Now()
 	ow := &outcomeWriter{ResponseWriter: w, costAfter: c.costAfter}
@@ -132,7 +142,7 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, lim algor
 	defer func() {
 		// A handler that panicked keeps its charge: its outcome is unknown.
 		if completed {
-			c.settle(r.Context(), lim, key, reserved, res, ow, time.Since(decided))
+			c.settle(r.Context(), s, ow, time.Since(decided))
 		}
 	}()
 	h.next.ServeHTTP(ow, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, ow)))
@@ -143,7 +153,8 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, lim algor
 // final cost. Only a reservation the store itself made is given back: one
 // made by a stand-in while the store could not answer is not in the store,
 // and a lost refund errs on the strict side.
-func (c *config) settle(parent context.Context, lim algorithms.Limiter, key string, reserved int, res algorithms.Result, ow *outcomeWriter, age time.Duration) {
+func (c *config) settle(parent context.Context, s settlement, ow *outcomeWriter, age time.Duration) {
+	lim, key, reserved := s.lim, s.key, s.reserved
 	final := reserved
 	if f := ow.final.Load(); f >= 0 {
 		final = int(min(f, int64(^uint(0)>>1)))
@@ -158,6 +169,11 @@ func (c *config) settle(parent context.Context, lim algorithms.Limiter, key stri
 	if final == reserved {
 		return
 	}
+	if s.guarded && c.breaker != nil && c.breaker.State() != breaker.Closed {
+		// The limiter has been failing: a settlement that would wait for
+		// it keeps the charge.
+		return
+	}
 	// The client may be gone; the settlement is still owed.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.timeout)
 	defer cancel()
@@ -165,7 +181,7 @@ func (c *config) settle(parent context.Context, lim algorithms.Limiter, key stri
 	switch {
 	case final < reserved:
 		rf, ok := lim.(algorithms.Refunder)
-		if !ok || res.Decider != algorithms.DecidedByStore {
+		if !ok || s.res.Decider != algorithms.DecidedByStore {
 			return
 		}
 		_, err = rf.Refund(ctx, key, reserved-final, age)

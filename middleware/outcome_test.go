@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -266,5 +267,29 @@ func TestChargeIfMisconfigured(t *testing.T) {
 		if _, err := NewChecked(tc.lim, tc.opts...); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("%s: err %v, want ErrInvalidOption", tc.name, err)
 		}
+	}
+}
+
+// A reservation a stand-in decided while Redis could not answer is not
+// given back (Redis never took it; the refund would be lost anyway): the
+// stand-in keeps the charge, the strict side.
+func TestChargeIfLocalDecisionKeepsCharge(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer client.Close()
+	lim := newLimiter(t, algorithms.NewRedisStore(client, algorithms.WithTimeout(200*time.Millisecond)),
+		algorithms.FixedWindow, algorithms.PerHour(3))
+	mw := New(lim, WithKeyFunc(headerKey), WithTimeout(time.Second), WithBreaker(0), WithChargeIf(failuresOnly))(&okHandler{})
+	codes := map[int]int{}
+	for range 5 {
+		codes[get(mw, "/", "k").Code]++
+	}
+	if codes[http.StatusOK] != 3 || codes[http.StatusTooManyRequests] != 2 {
+		t.Errorf("statuses %v; want the local stand-in's 3 passes, charged", codes)
 	}
 }
