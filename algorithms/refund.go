@@ -79,8 +79,8 @@ func (l *memoryLimiter) Refund(_ context.Context, key string, cost int, age time
 		e.decide(l.alg, now, p, 0)
 		// No stored state has nothing to give back.
 		if j >= 0 && (e.refund(l.alg, now, p, c, now-ageUS) || e.fixed) {
-			if t := sh.table(spec); l.alg == SlidingWindowLog && e.log.n == 0 {
-				sh.remove(t, j) // an empty log has no expiry: it is no state
+			if t := sh.table(spec); e.drained(l.alg, now, p) {
+				sh.remove(t, j) // as the scripts delete a state that means none
 			} else {
 				t.store(j, &e)
 			}
@@ -129,6 +129,21 @@ func (e *entry) refund(alg Algorithm, nowUS int64, p params, cost, sinceUS int64
 		return false
 	}
 	return true
+}
+
+// drained reports whether a refund left e meaning no state, which the
+// scripts then delete: an empty log (which has no expiry), a full bucket,
+// a TAT of now.
+func (e *entry) drained(alg Algorithm, nowUS int64, p params) bool {
+	switch alg {
+	case SlidingWindowLog:
+		return e.log.n == 0
+	case TokenBucket:
+		return e.a >= p.burst*p.period
+	case LeakyBucket:
+		return e.a == floorDiv(nowUS, p.unit) && e.b == 0
+	}
+	return false
 }
 
 // Refund implements Refunder: one script call, outside the batches, that

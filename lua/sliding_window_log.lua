@@ -122,10 +122,10 @@ end
 -- units than are left to give back; only the newest may be, so the running
 -- counts stay right. It reports whether it changed the state.
 local function refund(i, key, now, cost, since, rate, period, burst, unit)
+  check(i, key, now, 0, rate, period, burst, unit)
   if since <= now - period then
     return false
   end
-  check(i, key, now, 0, rate, period, burst, unit)
   local left, changed = cost, false
   while left > 0 do
     local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -141,6 +141,11 @@ local function refund(i, key, now, cost, since, rate, period, burst, unit)
       left = left - n
     end
     changed = true
+  end
+  if changed and expired[i] > 0 then
+    -- Drop what has left the window, as commit does, so that a clock
+    -- stepping back later finds the same log in every store.
+    redis.call('ZREMRANGEBYRANK', key, 0, math.min(expired[i], trim) - 1)
   end
   return changed
 end
