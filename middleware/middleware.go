@@ -359,6 +359,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.shadowDenied(r, key)
 		}
 		c.observe(outcome, lim, took)
+		if res.Allowed && c.settles() {
+			// Counted as when enforced, so the shadow counts tell the truth.
+			h.serveSettled(w, r, settlement{lim, key, cost, res, guarded})
+			return
+		}
 		h.next.ServeHTTP(w, r)
 		return
 	case res.Decider == algorithms.DecidedFailOpen:

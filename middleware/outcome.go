@@ -23,9 +23,12 @@ import (
 //	middleware.WithChargeIf(func(status int) bool { return status >= 400 })
 //
 // The rate-limit headers are sent before the handler runs, from the
-// reservation. A handler that panics keeps its charge. The limiter must
+// reservation. A handler that panics keeps its charge. WithShadow settles
+// too, so its counts are those enforcement would make. The limiter must
 // implement algorithms.Refunder (every limiter algorithms.New returns
-// does); New reports one that does not. A nil charge is a misconfiguration.
+// does); New reports one that does not, and a limiter WithLimiterFunc
+// picks that does not keeps its charge. A nil charge is a
+// misconfiguration.
 func WithChargeIf(charge func(status int) bool) Option {
 	return func(c *config) {
 		c.chargeIf = charge

@@ -293,3 +293,24 @@ func TestChargeIfLocalDecisionKeepsCharge(t *testing.T) {
 		t.Errorf("statuses %v; want the local stand-in's 3 passes, charged", codes)
 	}
 }
+
+// In shadow mode the middleware counts as it would when enforcing: only
+// the charged responses use up the quota, so the shadow counts tell how
+// the limit would behave.
+func TestChargeIfShadow(t *testing.T) {
+	lim := newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(3))
+	ok := New(lim, WithKeyFunc(headerKey), WithShadow(true), WithChargeIf(failuresOnly))(&slowHandler{status: http.StatusOK})
+	for range 5 {
+		get(ok, "/", "k")
+	}
+	enforced := New(lim, WithKeyFunc(headerKey), WithChargeIf(failuresOnly))(&slowHandler{status: http.StatusForbidden})
+	passed := 0
+	for range 4 {
+		if get(enforced, "/", "k").Code == http.StatusForbidden {
+			passed++
+		}
+	}
+	if passed != 3 {
+		t.Errorf("after 5 uncharged successes in shadow mode, %d of 4 failures passed; want the whole quota, 3", passed)
+	}
+}
