@@ -138,14 +138,18 @@ type settlement struct {
 // the cost by the outcome.
 func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, s settlement) {
 	c := h.c
-	decided := time.Now()
+	// The age a refund carries is measured on the middleware's clock from
+	// here, after the decision: no more than the store's own age of the
+	// units but for the refund's transit, so a refund does not reach into
+	// a window that began after them.
+	decided := c.now()
 	ow := &outcomeWriter{ResponseWriter: w, costAfter: c.costAfter}
 	ow.final.Store(-1)
 	completed := false
 	defer func() {
 		// A handler that panicked keeps its charge: its outcome is unknown.
 		if completed {
-			c.settle(r.Context(), s, ow, time.Since(decided))
+			c.settle(r.Context(), s, ow, max(c.now().Sub(decided), 0))
 		}
 	}()
 	h.next.ServeHTTP(ow, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, ow)))
