@@ -7,7 +7,7 @@
 -- rate, period, burst and time unit (µs; the period is in that unit).
 -- A cost written "p<cost>" is a peek: the answer such a request would get,
 -- with nothing consumed. One written "r<cost>/<age µs>" is a refund: every
--- limit gives back up to cost units consumed age µs ago or later (see each
+-- limit gives back up to cost units consumed at least age µs ago (see each
 -- algorithm's refund), and the answer is that of a peek of cost 0 after it.
 -- For each request it runs check for every limit, then commit for every
 -- limit only when all of them allow it, so a request consumes from all
@@ -82,7 +82,7 @@ local function decide(base, cost, peek)
   return string.format('1 %d %d 0 %d', bind, bind_remaining, bind_reset)
 end
 
--- give_back refunds cost units consumed since age µs ago under every limit
+-- give_back refunds cost units consumed at least age µs ago under every limit
 -- of the key whose limits' keys follow KEYS[base], and answers as a peek of
 -- cost 0 would after it. A refund that changed something is kept as a
 -- consuming call is, so that a call sent again does not refund twice.

@@ -10,7 +10,7 @@
 // ARGV[1] lists, per key and separated by commas, the requests' costs,
 // separated by spaces ("1" for one request), decided in that order at one
 // instant ("p1" peeks: the answer of a request of cost 1, with nothing
-// consumed; "r3/2000" refunds up to 3 units consumed at most 2000 µs ago,
+// consumed; "r3/2000" refunds up to 3 units consumed at least 2000 µs ago,
 // answering as a peek of cost 0 after it); rate, period, burst and unit follow for each limit: the
 // period is in units of unit microseconds (1 for most limits), rate and
 // period reduced for the buckets when that keeps their numbers exact (see
