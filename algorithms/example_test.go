@@ -86,3 +86,26 @@ func ExampleRateLimiter_peekAndReset() {
 	// peek: allowed=false remaining=0
 	// after reset: allowed=true remaining=2
 }
+
+// Charging by outcome: reserve before the work, give back what it did not
+// use after it. The age is the time since the reservation was decided.
+func ExampleRefunder() {
+	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.TokenBucket, algorithms.PerHour(10))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	r, _ := limiter.Allow(ctx, "user:42", 5)
+	reserved := time.Now()
+	fmt.Printf("reserved 5: remaining=%d\n", r.Remaining)
+	// The work used 2 units: 3 go back.
+	r, _ = limiter.Refund(ctx, "user:42", 3, time.Since(reserved))
+	fmt.Printf("after the refund: remaining=%d\n", r.Remaining)
+	// A refund never leaves more than the quota.
+	r, _ = limiter.Refund(ctx, "user:42", 50, 0)
+	fmt.Printf("after refunding too much: remaining=%d\n", r.Remaining)
+	// Output:
+	// reserved 5: remaining=5
+	// after the refund: remaining=8
+	// after refunding too much: remaining=10
+}

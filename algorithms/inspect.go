@@ -17,12 +17,13 @@ type Inspector interface {
 	Reset(ctx context.Context, key string) error
 }
 
-// RateLimiter is what New returns: a Limiter that describes its limits and
-// can inspect and reset a key's state.
+// RateLimiter is what New returns: a Limiter that describes its limits,
+// can inspect and reset a key's state, and give units back.
 type RateLimiter interface {
 	Limiter
 	Describer
 	Inspector
+	Refunder
 }
 
 // Peek implements Inspector. On Redis it runs within the store's timeout

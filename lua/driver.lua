@@ -12,6 +12,9 @@
 -- delay after which it may proceed (the longest of its limits' waits).
 -- check takes the delay as a last argument and returns the wait as a fifth
 -- value; the algorithms that cannot delay ignore the one and omit the other.
+-- One written "r<cost>/<age µs>" is a refund: every limit gives back up to
+-- cost units consumed at least age µs ago (see each algorithm's refund),
+-- and the answer is that of a peek of cost 0 after it.
 -- For each request it runs check for every limit, then commit for every
 -- limit only when all of them allow it, so a request consumes from all
 -- limits or none. Time comes from the Redis server so every application
@@ -89,13 +92,29 @@ local function decide(base, cost, peek, maxd)
   return string.format('1 %d %d %d %d', bind, bind_remaining, delay, bind_reset)
 end
 
+-- give_back refunds cost units consumed at least age µs ago under every limit
+-- of the key whose limits' keys follow KEYS[base], and answers as a peek of
+-- cost 0 would after it. A refund that changed something is kept as a
+-- consuming call is, so that a call sent again does not refund twice.
+local function give_back(base, cost, age)
+  for i = 1, per do
+    if refund(i, KEYS[base + i], now, cost, now - age, rates[i], periods[i], bursts[i], units[i]) then
+      consumed = true
+    end
+  end
+  return decide(base, 0, true, 0)
+end
+
 -- decide_group answers one key's requests, joined by spaces.
 local function decide_group(n)
   local out = {}
-  for kind, a, b in string.gmatch(groups[n], '(%a?)(%d+):?(%d*)') do
+  for kind, a, b in string.gmatch(groups[n], '(%a?)(%d+)[:/]?(%d*)') do
     if kind == 'd' then
       -- A reservation: "d<max µs>:<cost>".
       out[#out + 1] = decide((n - 1) * per, tonumber(b), false, tonumber(a))
+    elseif kind == 'r' then
+      -- A refund: "r<cost>/<age µs>".
+      out[#out + 1] = give_back((n - 1) * per, tonumber(a), tonumber(b) or 0)
     else
       out[#out + 1] = decide((n - 1) * per, tonumber(a), kind == 'p', 0)
     end
@@ -119,8 +138,9 @@ for n = 1, #groups do
   out[n] = res
 end
 local reply = table.concat(out, ',')
--- Only a call that consumed something is kept: running denials again
--- counts nothing, and denials still write nothing (under maxmemory, say).
+-- Only a call that consumed or refunded something is kept: running denials
+-- again counts nothing, and denials still write nothing (under maxmemory,
+-- say).
 if once and consumed then
   redis.call('SET', once, reply, 'PX', once_ttl)
 end

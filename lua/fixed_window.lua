@@ -31,3 +31,17 @@ local function commit(i, key, now, cost, rate, period, burst, unit)
   local wend = ends[i]
   redis.call('SET', key, string.format('%d:%d', wend, counts[i] + cost), 'PX', ttl(wend, now, 1))
 end
+
+-- refund gives back up to cost units consumed no later than since (µs):
+-- from the current window only, and not when that window began after since,
+-- so a unit consumed in an ended window never frees one in its successor.
+-- It reports whether it changed the state.
+local function refund(i, key, now, cost, since, rate, period, burst, unit)
+  check(i, key, now, 0, rate, period, burst, unit)
+  local wend, count = ends[i], counts[i]
+  if count == 0 or wend - period > since then
+    return false
+  end
+  redis.call('SET', key, string.format('%d:%d', wend, math.max(count - cost, 0)), 'PX', ttl(wend, now, 1))
+  return true
+end

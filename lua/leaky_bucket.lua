@@ -68,3 +68,23 @@ local function commit(i, key, now_us, cost, rate, period, burst, unit)
   redis.call('SET', key, state(now + whole, after - whole * rate, math.max(after - burst * period, 0)),
     'PX', ttl(now + math.ceil(after / rate), now_us, unit))
 end
+
+-- refund moves the TAT back by cost emission intervals, not before now.
+-- It reports whether it changed the state.
+local function refund(i, key, now_us, cost, since_us, rate, period, burst, unit)
+  check(i, key, now_us, 0, rate, period, burst, unit)
+  if backlogs[i] == 0 then
+    return false
+  end
+  local after = math.max(backlogs[i] - cost * period, 0)
+  if after == 0 then
+    redis.call('UNLINK', key)
+    return true
+  end
+  local now = in_units(now_us, unit)
+  local whole = math.floor(after / rate)
+  -- What stays past the capacity is still reserved, as commit keeps it.
+  redis.call('SET', key, state(now + whole, after - whole * rate, math.max(after - burst * period, 0)),
+    'PX', ttl(now + math.ceil(after / rate), now_us, unit))
+  return true
+end

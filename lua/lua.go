@@ -2,8 +2,9 @@
 // algorithm, embedded into the binary.
 //
 // Each script is units.lua (time units), then an algorithm file, which
-// defines two local functions, check(i, key, now, cost, rate, period, burst,
-// unit) and commit (the same arguments), followed by driver.lua, which runs
+// defines three local functions, check(i, key, now, cost, rate, period,
+// burst, unit), commit (the same arguments) and refund(i, key, now, cost,
+// since, rate, period, burst, unit), followed by driver.lua, which runs
 // them for every limit of each request. One call decides one or more keys
 // of one limiter: KEYS holds, key after key, the state of each limit;
 // ARGV[1] lists, per key and separated by commas, the requests' costs,
@@ -12,9 +13,12 @@
 // consumed; "d<max µs>:<cost>" reserves: a request that the bucket
 // algorithms admit within that delay is admitted, and its answer's
 // retry-after is the delay after which it proceeds; check then takes the
-// delay as a ninth argument and returns the wait as a fifth value); rate,
-// period, burst and unit follow for each limit: the period is in units of
-// unit microseconds (1 for most limits), rate and period reduced for the buckets when that keeps their numbers exact (see
+// delay as a ninth argument and returns the wait as a fifth value;
+// "r3/2000" refunds up to 3 units consumed at least 2000 µs ago, answering
+// as a peek of cost 0 after it); rate, period, burst and unit follow for
+// each limit: the period is in units of unit microseconds (1 for most
+// limits), rate and period reduced for the buckets when that keeps their
+// numbers exact (see
 // the algorithms package). The script returns, per request, five integers
 // separated by spaces: allowed (1 or 0), the binding limit's index (from
 // 1), remaining, retry-after in µs and reset-after in µs; the answers of
@@ -28,7 +32,7 @@
 // key. A call that finds the key set has run before (its client sent it
 // again after losing the reply) and returns the kept reply, deciding
 // nothing; so a call counts once however often it is sent. Only a reply
-// that consumed something is kept.
+// that consumed or refunded something is kept.
 //
 // Concurrency stands apart: a script of its own, without the driver, that
 // takes a lease of a concurrency limit (see concurrency.lua).

@@ -72,3 +72,17 @@ local function commit(i, key, now_us, cost, rate, period, burst, unit)
   redis.call('SET', key, string.format('%d:%d:%d', w[1], w[2] + cost, w[3]),
     'PX', ttl(w[1] + 2 * period, now_us, unit))
 end
+
+-- refund gives back up to cost units consumed no later than since (µs):
+-- from the current window's count only, not below 0, and not when that
+-- window began after since. It reports whether it changed the state.
+local function refund(i, key, now_us, cost, since_us, rate, period, burst, unit)
+  check(i, key, now_us, 0, rate, period, burst, unit)
+  local w = windows[i]
+  if w[2] == 0 or w[1] > in_units(since_us, unit) then
+    return false
+  end
+  redis.call('SET', key, string.format('%d:%d:%d', w[1], math.max(w[2] - cost, 0), w[3]),
+    'PX', ttl(w[1] + 2 * period, now_us, unit))
+  return true
+end

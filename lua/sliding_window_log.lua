@@ -114,3 +114,38 @@ local function commit(i, key, now, cost, rate, period, burst, unit)
   redis.call('ZADD', key, string.format('%d', now), string.format('%016d:%d', totals[i], cost))
   redis.call('PEXPIRE', key, math.ceil(period / 1000))
 end
+
+-- refund removes up to cost units of the newest admissions in the window,
+-- unless since (µs) is a period ago or more: the admission to refund, made
+-- no later than since, has then left the window, and what is left belongs
+-- to other requests. The newest member is shortened when it holds more
+-- units than are left to give back; only the newest may be, so the running
+-- counts stay right. It reports whether it changed the state.
+local function refund(i, key, now, cost, since, rate, period, burst, unit)
+  check(i, key, now, 0, rate, period, burst, unit)
+  if since <= now - period then
+    return false
+  end
+  local left, changed = cost, false
+  while left > 0 do
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    if not last[1] or tonumber(last[2]) <= now - period then
+      break
+    end
+    local b, n = member(last[1])
+    redis.call('ZREM', key, last[1])
+    if n > left then
+      redis.call('ZADD', key, last[2], string.format('%016d:%d', b, n - left))
+      left = 0
+    else
+      left = left - n
+    end
+    changed = true
+  end
+  if changed and expired[i] > 0 then
+    -- Drop what has left the window, as commit does, so that a clock
+    -- stepping back later finds the same log in every store.
+    redis.call('ZREMRANGEBYRANK', key, 0, math.min(expired[i], trim) - 1)
+  end
+  return changed
+end

@@ -51,3 +51,22 @@ local function commit(i, key, now_us, cost, rate, period, burst, unit)
   redis.call('HSET', key, 't', string.format('%d', left), 'ts', string.format('%d', now))
   redis.call('PEXPIRE', key, ttl(now + math.ceil((burst * period - left) / rate), now_us, unit))
 end
+
+-- refund puts cost tokens back, the bucket capped at burst: a refund never
+-- leaves more than a full bucket. It reports whether it changed the state.
+local function refund(i, key, now_us, cost, since_us, rate, period, burst, unit)
+  check(i, key, now_us, 0, rate, period, burst, unit)
+  local now, cap = in_units(now_us, unit), burst * period
+  if levels[i] >= cap then
+    return false
+  end
+  local t = math.min(levels[i] + cost * period, cap)
+  if t >= cap then
+    -- A full bucket is no state.
+    redis.call('UNLINK', key)
+    return true
+  end
+  redis.call('HSET', key, 't', string.format('%d', t), 'ts', string.format('%d', now))
+  redis.call('PEXPIRE', key, ttl(now + math.ceil((cap - t) / rate), now_us, unit))
+  return true
+end

@@ -105,6 +105,15 @@
 // RateLimit-Policy's qu="concurrent-requests" over the limit. Mount it
 // inside a rate limit.
 //
+// # Charging by outcome
+//
+// WithChargeIf counts only the responses whose status a predicate selects
+// (only failures, for a login route), and WithCostAfter lets the handler
+// set the final cost with SetCost. Either way the cost is reserved before
+// the handler runs, so slow requests never pass more than the limit while
+// they run, and settled after it: given back (algorithms.Refunder) or
+// charged further. Headers come from the reservation.
+//
 // # Exemptions
 //
 // WithSkip passes the requests a predicate selects without a decision, a

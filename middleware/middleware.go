@@ -51,6 +51,9 @@ type config struct {
 	delaySet                bool          // WithDelay was given
 	maxWaiting              int
 	waiting                 atomic.Int64 // requests waiting out a delay
+	chargeIf                func(status int) bool
+	chargeIfSet             bool // WithChargeIf was given
+	costAfter               bool // WithCostAfter was given
 
 	// Precomputed at New, so the hot path only appends numbers.
 	sfName           []byte // the policy name as an sf-string, quoted
@@ -148,6 +151,9 @@ func (c *config) init() error {
 		return err
 	}
 	if err := c.checkDelay(); err != nil {
+		return err
+	}
+	if err := c.checkSettle(); err != nil {
 		return err
 	}
 	c.mainPolicies = c.newPolicySet(c.limiter)
@@ -291,10 +297,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		start = time.Now()
 	}
 	d, res, err := c.decideGuarded(r.Context(), lim, key, cost, c.delayFor(lim))
+	guarded := true // lim is behind the breaker
 	if c.fallback != nil && c.limiterFailed(r.Context(), err) {
 		c.logFailure(err, key, "fallback")
 		lim, ps = c.fallback, c.fallbackPolicies
 		d, res, err = c.decide(r.Context(), c.fallback, key, cost, c.delayFor(c.fallback))
+		guarded = false
 	}
 	var took time.Duration
 	if c.observer != nil {
@@ -334,6 +342,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.shadowDenied(r, key)
 		}
 		c.observe(outcome, lim, took)
+		if res.Allowed && c.settles() {
+			// Counted as when enforced, so the shadow counts tell the truth.
+			h.serveSettled(w, r, settlement{lim, key, cost, res, guarded})
+			return
+		}
 		h.next.ServeHTTP(w, r)
 		return
 	case res.Decider == algorithms.DecidedFailOpen:
@@ -357,6 +370,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// fail-open, fail-closed and local decisions never delay, nor shadow
 	// mode, nor an error.
 	if res.Delay > 0 && !c.wait(w, r, res.Delay) {
+		return
+	}
+	if c.settles() {
+		h.serveSettled(w, r, settlement{lim, key, cost, res, guarded})
 		return
 	}
 	h.next.ServeHTTP(w, r)

@@ -1,0 +1,239 @@
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// Random sequences of requests and refunds on the memory store and on the
+// scripts (in miniredis): every Result must be identical, a refund never
+// leaves Remaining above the quota, and a refund of units taken at most
+// age ago, after the allowed requests' units, leaves exactly the Remaining
+// the same requests without them would have had, when nothing else ran.
+func TestDifferentialRefunds(t *testing.T) {
+	for _, alg := range Algorithms {
+		for li, limits := range differentialLimits {
+			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
+				t.Parallel()
+				runRefundDifferential(t, alg, limits, uint64(li)+7, false)
+			})
+		}
+	}
+}
+
+// The same with a server clock that steps back and forth: the corrections
+// a refund makes agree too.
+func TestDifferentialRefundsClockSteps(t *testing.T) {
+	for _, alg := range Algorithms {
+		for li, limits := range differentialLimits[:5] {
+			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
+				t.Parallel()
+				runRefundDifferential(t, alg, limits, uint64(li)+70, true)
+			})
+		}
+	}
+}
+
+func runRefundDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64, clockSteps bool) {
+	m := miniredis.RunT(t)
+	m.SetTime(start)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	var mu sync.Mutex
+	now := start
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	sweep := time.Minute
+	if clockSteps {
+		sweep = 150 * 365 * 24 * time.Hour // no state dropped while the clock is ahead
+	}
+	mem, err := New(NewMemoryStore(WithClock(clock), WithSweepInterval(sweep)), alg, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	red, err := New(NewRedisStore(c, WithDenialCache(0), WithTimeout(time.Minute)), alg, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxCost := quota(alg, limits[0])
+	for _, l := range limits {
+		maxCost = min(maxCost, quota(alg, l))
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+		m.SetTime(now)
+		if !clockSteps {
+			m.FastForward(d)
+		}
+	}
+	ctx := context.Background()
+	agree := func(step int, what string, a, b Result, errA, errB error) Result {
+		t.Helper()
+		if errA != nil || errB != nil {
+			t.Fatalf("step %d %s: errors memory %v, redis %v", step, what, errA, errB)
+		}
+		if a != b {
+			t.Fatalf("step %d %s: stores disagree\n memory %+v\n redis  %+v", step, what, a, b)
+		}
+		if a.Remaining < 0 || a.Remaining > a.Limit {
+			t.Fatalf("step %d %s: Remaining %d outside [0, %d]", step, what, a.Remaining, a.Limit)
+		}
+		return a
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(len(alg))))
+	keys := []string{"x", "y"}
+	var taken []time.Time // when requests were allowed, any key
+	for step := range 400 {
+		switch r := rng.IntN(10); {
+		case r < 4:
+			advance(time.Duration(rng.Int64N(int64(limits[0].Period/3))) / time.Microsecond * time.Microsecond)
+		case r < 6 && clockSteps:
+			advance(-time.Duration(rng.Int64N(int64(limits[0].Period/4))) / time.Microsecond * time.Microsecond)
+		}
+		key := keys[rng.IntN(len(keys))]
+		cost := 1 + rng.IntN(maxCost)
+		if rng.IntN(3) == 0 {
+			// A refund as old as some earlier admission, or of any age;
+			// sometimes more than the quota.
+			var age time.Duration
+			if len(taken) > 0 && rng.IntN(4) != 0 {
+				age = max(clock().Sub(taken[rng.IntN(len(taken))]), 0)
+			} else {
+				age = time.Duration(rng.Int64N(int64(2 * limits[0].Period)))
+			}
+			if rng.IntN(5) == 0 {
+				cost = 3 * maxCost
+			}
+			a, errA := mem.Refund(ctx, key, cost, age)
+			b, errB := red.Refund(ctx, key, cost, age)
+			agree(step, "refund", a, b, errA, errB)
+			continue
+		}
+		if (alg == TokenBucket || alg == LeakyBucket) && rng.IntN(3) == 0 {
+			// A reservation, which may leave a debt or a backlog past the
+			// capacity for a refund to meet.
+			maxDelay := time.Duration(rng.Int64N(int64(limits[0].Period))) / time.Microsecond * time.Microsecond
+			a, errA := mem.(Reserver).Reserve(ctx, key, cost, maxDelay)
+			b, errB := red.(Reserver).Reserve(ctx, key, cost, maxDelay)
+			if agree(step, "reserve", a, b, errA, errB).Allowed {
+				taken = append(taken, clock())
+			}
+			continue
+		}
+		a, errA := mem.Allow(ctx, key, cost)
+		b, errB := red.Allow(ctx, key, cost)
+		if agree(step, "allow", a, b, errA, errB).Allowed {
+			taken = append(taken, clock())
+		}
+	}
+}
+
+// A reservation refunded at once leaves exactly the state before it, on
+// every algorithm, and refunding more than was taken leaves the quota whole
+// and no more.
+func TestRefundRestoresAndCaps(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range Algorithms {
+		for _, store := range testStores(t) {
+			t.Run(string(alg)+"/"+store.name, func(t *testing.T) {
+				l, err := New(store.store, alg, PerMinute(10))
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := t.Name()
+				if _, err := l.Allow(ctx, key, 3); err != nil {
+					t.Fatal(err)
+				}
+				before, err := l.Peek(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r, err := l.Allow(ctx, key, 4); err != nil || !r.Allowed || r.Remaining != 3 {
+					t.Fatalf("reserve 4: %+v, %v", r, err)
+				}
+				reserved := time.Now()
+				r, err := l.Refund(ctx, key, 4, time.Since(reserved))
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Peek answers for a request of 1: Remaining after it.
+				if r.Remaining != before.Remaining+1 || !r.Allowed {
+					t.Fatalf("after refund of 4: %+v, before it %+v", r, before)
+				}
+				r, err = l.Refund(ctx, key, 100, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Remaining != 10 {
+					t.Fatalf("refund of more than taken: Remaining %d, want the quota 10", r.Remaining)
+				}
+				// The quota is whole, and no more: 10 pass, the 11th does not.
+				for i := range 11 {
+					res, err := l.Allow(ctx, key, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Allowed != (i < 10) {
+						t.Fatalf("request %d after refunds: %+v", i+1, res)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestRefundBadInput(t *testing.T) {
+	ctx := context.Background()
+	for _, store := range testStores(t) {
+		l, err := New(store.store, TokenBucket, PerSecond(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name string
+			key  string
+			cost int
+			age  time.Duration
+			want error
+		}{
+			{"zero cost", "k", 0, 0, ErrInvalidCost},
+			{"negative cost", "k", -5, 0, ErrInvalidCost},
+			{"negative age", "k", 1, -time.Second, ErrInvalidAge},
+			{"empty key", "", 1, 0, ErrInvalidKey},
+		} {
+			if _, err := l.Refund(ctx, tc.key, tc.cost, tc.age); !errors.Is(err, tc.want) {
+				t.Errorf("%s/%s: err %v, want %v", store.name, tc.name, err, tc.want)
+			}
+		}
+	}
+}
+
+type namedStore struct {
+	name  string
+	store Store
+}
+
+// testStores are a memory store, a Redis store and a Cluster store, each
+// with a prefix of its own.
+func testStores(t *testing.T) []namedStore {
+	t.Helper()
+	single := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t), MaxRetries: -1})
+	t.Cleanup(func() { single.Close() })
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.Cluster(t), MaxRetries: -1})
+	t.Cleanup(func() { cluster.Close() })
+	return []namedStore{
+		{"memory", NewMemoryStore()},
+		{"redis", NewRedisStore(single, WithPrefix(t.Name()), WithTimeout(time.Minute))},
+		{"cluster", NewRedisStore(cluster, WithPrefix(t.Name()), WithTimeout(time.Minute))},
+	}
+}

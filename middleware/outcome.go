@@ -1,0 +1,208 @@
+package middleware
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/breaker"
+)
+
+// WithChargeIf counts only the responses whose status charge selects: the
+// request's cost is reserved before the handler runs, as without it, so a
+// burst of slow requests never has more than the quota in flight, and
+// given back (algorithms.Refunder) once the handler has returned a status
+// charge says no to. For a login route, charge only failures:
+//
+//	middleware.WithChargeIf(func(status int) bool { return status >= 400 })
+//
+// The rate-limit headers are sent before the handler runs, from the
+// reservation. A handler that panics keeps its charge. WithShadow settles
+// too, so its counts are those enforcement would make. The limiter must
+// implement algorithms.Refunder (every limiter algorithms.New returns
+// does); New reports one that does not, and a limiter WithLimiterFunc
+// picks that does not keeps its charge. A nil charge is a
+// misconfiguration.
+func WithChargeIf(charge func(status int) bool) Option {
+	return func(c *config) {
+		c.chargeIf = charge
+		c.chargeIfSet = true
+	}
+}
+
+// WithCostAfter lets the handler set the request's final cost with SetCost
+// once it knows it (rows returned, bytes sent): the cost reserved before
+// the handler runs is settled after it. A final cost below the reserved
+// one is given back (algorithms.Refunder); one above it is charged for the
+// difference with Allow, after the response is sent: when the quota has
+// less than the difference left, what is left is charged, so the requests
+// that follow wait for the quota to come back.
+// Under WithChargeIf a response the predicate does not select costs
+// nothing, whatever SetCost said.
+func WithCostAfter() Option {
+	return func(c *config) { c.costAfter = true }
+}
+
+// SetCost sets the final cost of r, the request a handler serves behind
+// middleware made WithCostAfter; it may be called from any goroutine while
+// the handler runs, the last call winning. It reports false, and does
+// nothing, when no such middleware settles r or cost is negative.
+func SetCost(r *http.Request, cost int) bool {
+	ow, ok := r.Context().Value(outcomeKey{}).(*outcomeWriter)
+	if !ok || !ow.costAfter || cost < 0 {
+		return false
+	}
+	ow.final.Store(int64(cost))
+	return true
+}
+
+// outcomeKey keys the request's outcomeWriter in its context.
+type outcomeKey struct{}
+
+// settles reports whether the middleware settles costs after the handler.
+func (c *config) settles() bool { return c.chargeIf != nil || c.costAfter }
+
+// checkSettle refuses settlement options that no request could be
+// settled with.
+func (c *config) checkSettle() error {
+	switch {
+	case c.chargeIfSet && c.chargeIf == nil:
+		return errors.New("WithChargeIf: nil function")
+	case c.settles() && !isNil(c.limiter):
+		if _, ok := c.limiter.(algorithms.Refunder); !ok {
+			return errors.New("WithChargeIf and WithCostAfter need a limiter that implements algorithms.Refunder")
+		}
+	}
+	return nil
+}
+
+// outcomeWriter records the status the handler sends and carries the final
+// cost SetCost sets; it passes everything else on.
+type outcomeWriter struct {
+	http.ResponseWriter
+	status    int
+	costAfter bool
+	final     atomic.Int64 // -1 until SetCost
+}
+
+func (w *outcomeWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code // 1xx are interim; the final status follows
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *outcomeWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *outcomeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush implements http.Flusher, for handlers that stream.
+func (w *outcomeWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack implements http.Hijacker: the handler takes the connection over,
+// and its status is its own business (it counts as 200 here).
+func (w *outcomeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// settlement is what settling a request needs to know of its reservation.
+type settlement struct {
+	lim      algorithms.Limiter
+	key      string
+	reserved int
+	res      algorithms.Result
+	guarded  bool // lim is behind the breaker
+}
+
+// serveSettled runs next on a request whose cost s reserved, then settles
+// the cost by the outcome.
+func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, s settlement) {
+	c := h.c
+	// The age a refund carries is measured on the middleware's clock from
+	// here, after the decision: no more than the store's own age of the
+	// units but for the refund's transit, so a refund does not reach into
+	// a window that began after them.
+	decided := c.now()
+	ow := &outcomeWriter{ResponseWriter: w, costAfter: c.costAfter}
+	ow.final.Store(-1)
+	completed := false
+	defer func() {
+		// A handler that panicked keeps its charge: its outcome is unknown.
+		if completed {
+			c.settle(r.Context(), s, ow, max(c.now().Sub(decided), 0))
+		}
+	}()
+	h.next.ServeHTTP(ow, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, ow)))
+	completed = true
+}
+
+// settle gives back or charges the difference between the reserved and the
+// final cost. Only a reservation the store itself made is given back: one
+// made by a stand-in while the store could not answer is not in the store,
+// and a lost refund errs on the strict side.
+func (c *config) settle(parent context.Context, s settlement, ow *outcomeWriter, age time.Duration) {
+	lim, key, reserved := s.lim, s.key, s.reserved
+	final := reserved
+	if f := ow.final.Load(); f >= 0 {
+		final = int(min(f, int64(^uint(0)>>1)))
+	}
+	status := ow.status
+	if status == 0 {
+		status = http.StatusOK // nothing written: net/http sends 200
+	}
+	if c.chargeIf != nil && !c.chargeIf(status) {
+		final = 0
+	}
+	if final == reserved {
+		return
+	}
+	if s.guarded && c.breaker != nil && c.breaker.State() != breaker.Closed {
+		// The limiter has been failing: a settlement that would wait for
+		// it keeps the charge.
+		return
+	}
+	// The client may be gone; the settlement is still owed.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.timeout)
+	defer cancel()
+	var err error
+	switch {
+	case final < reserved:
+		rf, ok := lim.(algorithms.Refunder)
+		if !ok || s.res.Decider != algorithms.DecidedByStore {
+			return
+		}
+		_, err = rf.Refund(ctx, key, reserved-final, age)
+	default:
+		var more algorithms.Result
+		more, err = lim.Allow(ctx, key, final-reserved)
+		if err == nil && !more.Allowed && more.Remaining > 0 {
+			// Too much to charge: what is left goes, so the requests
+			// that follow wait for the quota to come back.
+			_, err = lim.Allow(ctx, key, more.Remaining)
+		}
+	}
+	if err != nil {
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "redlimit: settling a request's cost failed",
+			slog.Int("reserved", reserved), slog.Int("final", final), slog.Any("error", err))
+	}
+}
