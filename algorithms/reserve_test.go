@@ -66,14 +66,24 @@ func TestReserveSchedule(t *testing.T) {
 	}
 }
 
-// The same on a real Redis server, whose clock moves between requests: the
-// delays are 100ms apart less the time the calls took.
+// The same on a real Redis server and a real Cluster, whose clocks move
+// between requests: the delays are 100ms apart less the time the calls
+// took.
 func TestRedisReserveSchedule(t *testing.T) {
 	addr := redistest.Standalone(t)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { c.Close() })
-	for _, alg := range []Algorithm{LeakyBucket, TokenBucket} {
-		t.Run(string(alg), func(t *testing.T) {
+	single := redis.NewClient(&redis.Options{Addr: addr})
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.Cluster(t)})
+	t.Cleanup(func() { single.Close(); cluster.Close() })
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		alg    Algorithm
+	}{
+		{"single server/leaky", single, LeakyBucket}, {"single server/token", single, TokenBucket},
+		{"cluster/leaky", cluster, LeakyBucket}, {"cluster/token", cluster, TokenBucket},
+	} {
+		c, alg := tc.client, tc.alg
+		t.Run(tc.name, func(t *testing.T) {
 			r := mustReserver(t, NewRedisStore(c, WithPrefix("reserve-"+string(alg))), alg, PerSecond(10).WithBurst(1))
 			began := time.Now()
 			var delays []time.Duration
