@@ -116,10 +116,15 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	if !ok {
 		return l.fail(key, cost, errBreakerOpen)
 	}
-	deadline := now.Add(g.timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	// The context's deadline is on the wall clock, the store's on its own
+	// (WithClock): compare what is left of each, not the instants.
+	budget, ctxBinds := g.timeout, false
+	if d, ok := ctx.Deadline(); ok {
+		if left := time.Until(d); left <= budget {
+			budget, ctxBinds = left, true
+		}
 	}
+	deadline := now.Add(budget)
 	w := newWaiter(cost, deadline, probe)
 	start, ok := g.batcher.submit(l, key, w)
 	if !ok {
@@ -144,8 +149,8 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	default:
 	}
 	var expired <-chan struct{}
-	if d, ok := ctx.Deadline(); !ok || d.After(deadline) {
-		expired = g.wheel.after(deadline.Sub(now))
+	if !ctxBinds {
+		expired = g.wheel.after(budget)
 	}
 	var ctxErr error
 	select {
