@@ -254,3 +254,52 @@ func TestAttackResentGroupedCallWithFailedGroup(t *testing.T) {
 		t.Errorf("broken key: %v, want a script error", jobs[1].err)
 	}
 }
+
+// A caller that flushes its key inline is held by its own deadline only:
+// a request of the same key that arrived between the caller's submit and
+// its flush (here placed there by hand), with a later deadline, is not
+// sent in the caller's call, whose bound would then be that later
+// deadline. With Redis hung, the caller returns by its deadline and the
+// later request is still decided, by its own.
+func TestAttackInlineFlushKeepsCallersDeadline(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	store := NewRedisStore(c, WithTimeout(300*time.Millisecond), WithDenialCache(0))
+	lim, err := New(store, FixedWindow, PerMinute(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lim.(*redisLimiter)
+	ctx := context.Background()
+	if _, err := l.Allow(ctx, "k", 1); err != nil { // a pooled connection
+		t.Fatal(err)
+	}
+	g := l.guard
+	srv.Freeze()
+	defer srv.Thaw()
+
+	now := g.clock()
+	mine := newWaiter(1, now.Add(20*time.Millisecond), false)
+	start, ok := g.batcher.submit(l, "k", mine)
+	if !ok || start == nil {
+		t.Fatal("the first request of an idle key should flush it")
+	}
+	later := newWaiter(1, now.Add(300*time.Millisecond), false)
+	if q, ok := g.batcher.submit(l, "k", later); !ok || q != nil {
+		t.Fatal("the second request should wait for the key's flush")
+	}
+	began := time.Now()
+	g.batcher.flushInline(start)
+	if took := time.Since(began); took > 20*time.Millisecond+40*time.Millisecond {
+		t.Errorf("the inline flush held its caller %s; its deadline was 20ms", took)
+	}
+	// The later request is sent by a flusher and answered by its deadline.
+	select {
+	case <-later.done:
+	case <-time.After(time.Second):
+		if later.state.Load() == waiterQueued {
+			t.Error("the later request was never sent")
+		}
+	}
+}
