@@ -303,3 +303,4 @@ func TestAttackInlineFlushKeepsCallersDeadline(t *testing.T) {
 		}
 	}
 }
+
