@@ -303,4 +303,3 @@ func TestAttackInlineFlushKeepsCallersDeadline(t *testing.T) {
 		}
 	}
 }
-
