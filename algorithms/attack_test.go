@@ -303,3 +303,36 @@ func TestAttackInlineFlushKeepsCallersDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A request admitted locally before its turn in Redis is charged there,
+// even one whose deadline was too close for a round trip when its flusher
+// took it from the line (it was dropped, and Redis never counted it).
+func TestAttackCloseDeadlineChargeIsLost(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	l, err := New(NewRedisStore(c, WithPrefix("charge"), WithDenialCache(0)), FixedWindow, PerMinute(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Allow(ctx, "warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	local := 0
+	for range 5 {
+		rctx, cancel := context.WithTimeout(ctx, 500*time.Microsecond)
+		res, err := l.Allow(rctx, "k", 1)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed && res.Decider == DecidedLocally {
+			local++
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // any charge's call has ended
+	if got := used(t, l, "k"); got != local {
+		t.Errorf("%d requests admitted locally, Redis counts %d", local, got)
+	}
+}

@@ -48,6 +48,9 @@ const (
 	waiterDone
 	waiterAbandoned
 	waiterCharge
+	// waiterDropped: taken from the queue unsent, its deadline too close
+	// for a round trip; its owner gives up by itself.
+	waiterDropped
 )
 
 // waiter is one decision waiting for Redis.
@@ -203,6 +206,9 @@ func (b *batcher) take(q *keyQueue, now time.Time, most int) []*waiter {
 			continue
 		}
 		if w.deadline.Sub(now) < minRoundTrip {
+			// Out of the line now: should its owner admit it locally, the
+			// charge must be queued anew (see Allow).
+			w.state.CompareAndSwap(waiterQueued, waiterDropped)
 			continue
 		}
 		w.call = c
