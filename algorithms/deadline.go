@@ -82,9 +82,11 @@ type wheelContext struct {
 	done            <-chan struct{}
 }
 
-// contextUntil returns a context that ends at deadline, d from now.
-func (w *deadlineWheel) contextUntil(deadline time.Time, d time.Duration) *wheelContext {
-	return &wheelContext{Context: context.Background(), deadline: deadline, done: w.after(d)}
+// contextFor returns a context that ends d from now. Its Deadline is on
+// the wall clock, as a client that bounds I/O by it needs, whatever clock
+// the store keeps.
+func (w *deadlineWheel) contextFor(d time.Duration) *wheelContext {
+	return &wheelContext{Context: context.Background(), deadline: time.Now().Add(d), done: w.after(d)}
 }
 
 // Deadline implements context.Context.

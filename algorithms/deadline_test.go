@@ -32,7 +32,7 @@ func TestDeadlineWheel(t *testing.T) {
 	<-w.after(0)
 	<-w.after(-time.Second)
 
-	ctx := w.contextUntil(time.Now().Add(5*time.Millisecond), 5*time.Millisecond)
+	ctx := w.contextFor(5 * time.Millisecond)
 	if ctx.Err() != nil {
 		t.Errorf("context ended at once: %v", ctx.Err())
 	}

@@ -48,6 +48,9 @@ const (
 	waiterDone
 	waiterAbandoned
 	waiterCharge
+	// waiterDropped: taken from the queue unsent, its deadline too close
+	// for a round trip; its owner gives up by itself.
+	waiterDropped
 )
 
 // waiter is one decision waiting for Redis.
@@ -129,12 +132,15 @@ func (b *batcher) submit(l *redisLimiter, key string, w *waiter) (*keyQueue, boo
 }
 
 // flushInline flushes q on the caller's goroutine, a call bounded by its
-// waiters' own deadline, and hands whatever became ready meanwhile to a
+// waiter's own deadline, and hands whatever became ready meanwhile to a
 // flusher of its own. It spares an idle store's decision two goroutine
 // hand-offs; it is used only with clients that honour a context's deadline.
+// It sends the caller's waiter alone (the first of a key that had none): a
+// request that joined the key meanwhile may have a later deadline, which
+// would hold the caller past its own.
 func (b *batcher) flushInline(q *keyQueue) {
 	g := q.id.l.guard
-	if w := b.take(q, g.clock()); len(w) > 0 {
+	if w := b.take(q, g.clock(), 1); len(w) > 0 {
 		flushAll(g, []keyBatch{{l: q.id.l, key: q.id.key, waiters: w}}, true)
 	}
 	if n := b.next([]*keyQueue{q}); n != nil {
@@ -151,7 +157,7 @@ func (b *batcher) run(q *keyQueue) {
 		now := g.clock()
 		batches := make([]keyBatch, 0, len(qs))
 		for _, q := range qs {
-			if w := b.take(q, now); len(w) > 0 {
+			if w := b.take(q, now, b.maxBatch); len(w) > 0 {
 				batches = append(batches, keyBatch{l: q.id.l, key: q.id.key, waiters: w})
 			}
 		}
@@ -176,13 +182,13 @@ func (b *batcher) gather(q *keyQueue) []*keyQueue {
 	return qs
 }
 
-// take removes up to maxBatch waiters from q and marks them sent, dropping
+// take removes up to most waiters from q and marks them sent, dropping
 // those that were abandoned meanwhile. A waiter whose deadline is too close
 // for a round trip is not sent but left to give up by itself: it waited in
 // this process, which is no failure of Redis.
-func (b *batcher) take(q *keyQueue, now time.Time) []*waiter {
+func (b *batcher) take(q *keyQueue, now time.Time, most int) []*waiter {
 	b.mu.Lock()
-	n := min(len(q.waiters), b.maxBatch)
+	n := min(len(q.waiters), most)
 	batch := make([]*waiter, n)
 	copy(batch, q.waiters)
 	rest := copy(q.waiters, q.waiters[n:])
@@ -200,6 +206,9 @@ func (b *batcher) take(q *keyQueue, now time.Time) []*waiter {
 			continue
 		}
 		if w.deadline.Sub(now) < minRoundTrip {
+			// Out of the line now: should its owner admit it locally, the
+			// charge must be queued anew (see Allow).
+			w.state.CompareAndSwap(waiterQueued, waiterDropped)
 			continue
 		}
 		w.call = c

@@ -116,10 +116,15 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	if !ok {
 		return l.fail(key, cost, errBreakerOpen)
 	}
-	deadline := now.Add(g.timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	// The context's deadline is on the wall clock, the store's on its own
+	// (WithClock): compare what is left of each, not the instants.
+	budget, ctxBinds := g.timeout, false
+	if d, ok := ctx.Deadline(); ok {
+		if left := time.Until(d); left <= budget {
+			budget, ctxBinds = left, true
+		}
 	}
+	deadline := now.Add(budget)
 	w := newWaiter(cost, deadline, probe)
 	start, ok := g.batcher.submit(l, key, w)
 	if !ok {
@@ -144,8 +149,8 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	default:
 	}
 	var expired <-chan struct{}
-	if d, ok := ctx.Deadline(); !ok || d.After(deadline) {
-		expired = g.wheel.after(deadline.Sub(now))
+	if !ctxBinds {
+		expired = g.wheel.after(budget)
 	}
 	var ctxErr error
 	select {
@@ -155,8 +160,10 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
 	}
+	queued := w.state.CompareAndSwap(waiterQueued, waiterAbandoned)
+	dropped := !queued && w.state.CompareAndSwap(waiterDropped, waiterAbandoned)
 	switch {
-	case w.state.CompareAndSwap(waiterQueued, waiterAbandoned):
+	case queued || dropped:
 		// Never sent: this process is saturated, which says nothing of
 		// Redis's health.
 		if probe {
@@ -175,7 +182,11 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 			// it and requests queued behind it are not admitted in its
 			// stead.
 			w.probe = false
-			w.state.Store(waiterCharge)
+			if dropped {
+				g.charge(l, key, cost)
+			} else {
+				w.state.Store(waiterCharge)
+			}
 		}
 		return res, err
 	case w.state.CompareAndSwap(waiterSent, waiterAbandoned):
@@ -188,6 +199,17 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	}
 	<-w.done // delivered meanwhile
 	return l.answered(w, key)
+}
+
+// charge queues a charge for a request admitted locally whose waiter had
+// already left the line unsent: Redis counts it all the same, unless this
+// process is saturated.
+func (g *guard) charge(l *redisLimiter, key string, cost int) {
+	w := newWaiter(cost, g.clock(), false)
+	w.state.Store(waiterCharge)
+	if start, ok := g.batcher.submit(l, key, w); ok && start != nil {
+		go g.batcher.run(start)
+	}
 }
 
 // answered returns a delivered waiter's answer, or the failure mode's when

@@ -52,7 +52,7 @@ func flushAll(g *guard, batches []keyBatch, inline bool) {
 	if !inline {
 		deadline = deadline.Add(g.callTimeout())
 	}
-	health := run(g.wheel.contextUntil(deadline, deadline.Sub(sent)), jobs)
+	health := run(g.wheel.contextFor(deadline.Sub(sent)), jobs)
 	// An error reply (OOM, say) is Redis answering: the key is decided
 	// locally, but the breaker, which keeps every key away from Redis,
 	// opens only for a Redis that cannot be reached or does not answer.
