@@ -61,11 +61,8 @@ func NewConcurrency(limiter algorithms.ConcurrencyLimiter, opts ...Option) func(
 func NewConcurrencyChecked(limiter algorithms.ConcurrencyLimiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	c := newConfig()
 	c.policyName = DefaultConcurrencyPolicyName
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
-		}
-		o(c)
+	if err := c.apply(opts); err != nil {
+		return nil, err
 	}
 	if err := c.initConcurrency(limiter); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)

@@ -101,11 +101,8 @@ func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Han
 func NewChecked(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	c := newConfig()
 	c.limiter = limiter
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
-		}
-		o(c)
+	if err := c.apply(opts); err != nil {
+		return nil, err
 	}
 	if err := c.init(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
@@ -119,6 +116,17 @@ func NewChecked(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) 
 		}
 		return &handler{c: c, next: next}
 	}, nil
+}
+
+// apply applies opts in order, refusing a nil one.
+func (c *config) apply(opts []Option) error {
+	for i, o := range opts {
+		if o == nil {
+			return fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
+		}
+		o(c)
+	}
+	return nil
 }
 
 // newConfig returns the defaults, before options.
