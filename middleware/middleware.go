@@ -118,35 +118,6 @@ func NewChecked(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) 
 	}, nil
 }
 
-// apply applies opts in order, refusing a nil one.
-func (c *config) apply(opts []Option) error {
-	for i, o := range opts {
-		if o == nil {
-			return fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
-		}
-		o(c)
-	}
-	return nil
-}
-
-// newConfig returns the defaults, before options.
-func newConfig() *config {
-	return &config{
-		timeout:          DefaultTimeout,
-		policy:           FailClosed,
-		breakFor:         DefaultBreakFor,
-		routeScope:       true,
-		unavailableRetry: time.Second,
-		legacy:           true,
-		ietf:             true,
-		policyName:       DefaultPolicyName,
-		now:              time.Now,
-		maxWaiting:       DefaultMaxWaiting,
-
-		countCredentialFailures: true,
-	}
-}
-
 // init checks the options, fills in defaults and precomputes responses.
 func (c *config) init() error {
 	switch {
