@@ -57,49 +57,71 @@ func TestDifferentialClockGoesBack(t *testing.T) {
 	}
 }
 
-func runDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64, clockBack bool) {
+// diffPair is one limiter on the memory store and the same on the scripts
+// (miniredis), both on one clock the test moves.
+type diffPair struct {
+	mem, red RateLimiter
+	clock    func() time.Time
+	advance  func(d time.Duration)
+	maxCost  int // the most a request may cost under every limit
+}
+
+// newDiffPair starts the pair at start, the memory store sweeping every
+// sweep. With clockSteps the clock may go back, so miniredis's keys do not
+// expire as time passes (their TTLs would move with a clock that steps).
+func newDiffPair(t *testing.T, alg Algorithm, limits []Limit, clockSteps bool, sweep time.Duration) *diffPair {
+	t.Helper()
 	m := miniredis.RunT(t)
 	m.SetTime(start)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { c.Close() })
 	var mu sync.Mutex
 	now := start
-	sweep := time.Minute
-	if clockBack {
-		sweep = 150 * 365 * 24 * time.Hour // no state dropped while the clock is ahead
-	}
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	mem, err := New(NewMemoryStore(WithClock(clock), WithSweepInterval(sweep)), alg, limits...)
-	if err != nil {
+	p := &diffPair{clock: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
+	var err error
+	if p.mem, err = New(NewMemoryStore(WithClock(p.clock), WithSweepInterval(sweep)), alg, limits...); err != nil {
 		t.Fatal(err)
 	}
 	// No denial cache, and a deadline a loaded machine does not reach: this
 	// compares the scripts, not the stand-ins for when Redis is late.
-	red, err := New(NewRedisStore(c, WithDenialCache(0), WithTimeout(time.Minute)), alg, limits...)
-	if err != nil {
+	if p.red, err = New(NewRedisStore(c, WithDenialCache(0), WithTimeout(time.Minute)), alg, limits...); err != nil {
 		t.Fatal(err)
 	}
-	maxCost := quota(alg, limits[0])
+	p.maxCost = quota(alg, limits[0])
 	for _, l := range limits {
-		maxCost = min(maxCost, quota(alg, l))
+		p.maxCost = min(p.maxCost, quota(alg, l))
 	}
-	advance := func(d time.Duration) {
+	p.advance = func(d time.Duration) {
 		mu.Lock()
 		now = now.Add(d)
 		mu.Unlock()
 		m.SetTime(now)
-		if !clockBack {
+		if !clockSteps {
 			m.FastForward(d)
 		}
 	}
+	return p
+}
+
+// sweepFor is the memory store's sweep interval in a differential test: a
+// minute, or, when the clock steps, long enough that no state is dropped
+// while the clock is ahead.
+func sweepFor(clockSteps bool) time.Duration {
+	if clockSteps {
+		return 150 * 365 * 24 * time.Hour
+	}
+	return time.Minute
+}
+
+func runDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64, clockBack bool) {
+	p := newDiffPair(t, alg, limits, clockBack, sweepFor(clockBack))
+	mem, red, advance, maxCost := p.mem, p.red, p.advance, p.maxCost
 	// The limits are exact while the clock and the times a bucket reaches
 	// stay within 2^53 µs (the year 2255): a bucket refills within
 	// MaxRefill, so until the year 2155. Waits of decades keep the test's
 	// clock within 50 years of start.
 	tooFar := func(d time.Duration) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return now.Add(d).Sub(start) > 50*365*24*time.Hour
+		return p.clock().Add(d).Sub(start) > 50*365*24*time.Hour
 	}
 	ctx := context.Background()
 	both := func(step int, key string, cost int) Result {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/internal/redistest"
@@ -44,38 +42,8 @@ func TestDifferentialRefundsClockSteps(t *testing.T) {
 }
 
 func runRefundDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64, clockSteps bool) {
-	m := miniredis.RunT(t)
-	m.SetTime(start)
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { c.Close() })
-	var mu sync.Mutex
-	now := start
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	sweep := time.Minute
-	if clockSteps {
-		sweep = 150 * 365 * 24 * time.Hour // no state dropped while the clock is ahead
-	}
-	mem, err := New(NewMemoryStore(WithClock(clock), WithSweepInterval(sweep)), alg, limits...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	red, err := New(NewRedisStore(c, WithDenialCache(0), WithTimeout(time.Minute)), alg, limits...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	maxCost := quota(alg, limits[0])
-	for _, l := range limits {
-		maxCost = min(maxCost, quota(alg, l))
-	}
-	advance := func(d time.Duration) {
-		mu.Lock()
-		now = now.Add(d)
-		mu.Unlock()
-		m.SetTime(now)
-		if !clockSteps {
-			m.FastForward(d)
-		}
-	}
+	p := newDiffPair(t, alg, limits, clockSteps, sweepFor(clockSteps))
+	mem, red, clock, advance, maxCost := p.mem, p.red, p.clock, p.advance, p.maxCost
 	ctx := context.Background()
 	agree := func(step int, what string, a, b Result, errA, errB error) Result {
 		t.Helper()

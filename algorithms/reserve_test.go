@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -221,28 +220,9 @@ func TestDifferentialReservations(t *testing.T) {
 }
 
 func runReserveDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64, clockBack bool) {
-	m := miniredis.RunT(t)
-	m.SetTime(start)
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { c.Close() })
-	var mu sync.Mutex
-	now := start
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	mem := mustReserver(t, NewMemoryStore(WithClock(clock), WithSweepInterval(100*365*24*time.Hour)), alg, limits...)
-	red := mustReserver(t, NewRedisStore(c, WithDenialCache(0), WithTimeout(time.Minute)), alg, limits...)
-	advance := func(d time.Duration) {
-		mu.Lock()
-		now = now.Add(d)
-		mu.Unlock()
-		m.SetTime(now)
-		if !clockBack {
-			m.FastForward(d)
-		}
-	}
-	maxCost := quota(alg, limits[0])
-	for _, l := range limits {
-		maxCost = min(maxCost, quota(alg, l))
-	}
+	p := newDiffPair(t, alg, limits, clockBack, 100*365*24*time.Hour)
+	mem, red := p.mem.(Reserver), p.red.(Reserver)
+	clock, advance, maxCost := p.clock, p.advance, p.maxCost
 	type proceed struct {
 		at   time.Time
 		cost int
