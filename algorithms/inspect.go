@@ -62,7 +62,7 @@ func (l *redisLimiter) Reset(ctx context.Context, key string) error {
 		return fmt.Errorf("algorithms: redis reset: %w", err)
 	}
 	l.guard.denials.forget(l, key)
-	return l.twin.(Inspector).Reset(ctx, key)
+	return l.twin.Reset(ctx, key)
 }
 
 // within runs f with the store's deadline, returning when it passes even if

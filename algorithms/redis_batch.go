@@ -39,9 +39,9 @@ type keyQueue struct {
 // Waiter states. A waiter moves from queued to sent when its flusher takes
 // it, and to done when its answer is delivered; it moves to abandoned when
 // its deadline passes first, and is then decided by the failure mode. A
-// queued waiter that was then admitted locally becomes a charge: it keeps
-// its place in the queue and is sent all the same, so that Redis counts
-// what this process admitted (its answer is not read).
+// request admitted locally before Redis decided it is sent all the same as
+// a charge, a waiter of its own at the head of the line, so that Redis
+// counts what this process admitted (its answer is not read).
 const (
 	waiterQueued int32 = iota
 	waiterSent
@@ -104,31 +104,62 @@ func newBatcher(maxActive, maxWaiting, maxBatch, maxKeys int) *batcher {
 // free and none serves the key yet: the caller then starts one for it, or
 // flushes it itself (see flushInline).
 func (b *batcher) submit(l *redisLimiter, key string, w *waiter) (*keyQueue, bool) {
-	id := queueKey{l, key}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.waiting >= b.maxWaiting {
-		b.mu.Unlock()
 		return nil, false
 	}
 	b.waiting++
+	q := b.queueLocked(l, key)
+	q.waiters = append(q.waiters, w)
+	return b.scheduleLocked(q), true
+}
+
+// chargeAhead queues a charge of w's cost at the head of its key's line,
+// w being a waiter whose owner stopped waiting and is about to be decided
+// locally, and returns it with a queue to start a flusher for; none when
+// maxWaiting decisions already wait.
+func (b *batcher) chargeAhead(l *redisLimiter, key string, w *waiter) (charge *waiter, start *keyQueue) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.waiting >= b.maxWaiting {
+		return nil, nil
+	}
+	b.waiting++
+	charge = newWaiter(w.cost, time.Time{}, false)
+	charge.state.Store(waiterCharge)
+	q := b.queueLocked(l, key)
+	q.waiters = append(q.waiters, nil)
+	copy(q.waiters[1:], q.waiters)
+	q.waiters[0] = charge
+	return charge, b.scheduleLocked(q)
+}
+
+// queueLocked returns key's queue, made if it has none. b.mu is held.
+func (b *batcher) queueLocked(l *redisLimiter, key string) *keyQueue {
+	id := queueKey{l, key}
 	q := b.queues[id]
 	if q == nil {
 		q = &keyQueue{id: id}
 		b.queues[id] = q
 	}
-	q.waiters = append(q.waiters, w)
-	var start *keyQueue
-	if !q.scheduled {
-		q.scheduled = true
-		if b.active < b.maxActive {
-			b.active++
-			start = q
-		} else {
-			b.ready = append(b.ready, q)
-		}
+	return q
+}
+
+// scheduleLocked schedules q, which has waiters, unless it is already: it
+// returns q when a flusher is free to serve it, and otherwise puts it in
+// the ready line. b.mu is held.
+func (b *batcher) scheduleLocked(q *keyQueue) *keyQueue {
+	if q.scheduled {
+		return nil
 	}
-	b.mu.Unlock()
-	return start, true
+	q.scheduled = true
+	if b.active < b.maxActive {
+		b.active++
+		return q
+	}
+	b.ready = append(b.ready, q)
+	return nil
 }
 
 // flushInline flushes q on the caller's goroutine, a call bounded by its
@@ -195,8 +226,10 @@ func (b *batcher) take(q *keyQueue, now time.Time, most int) []*waiter {
 	clear(q.waiters[rest:])
 	q.waiters = q.waiters[:rest]
 	b.waiting -= n
-	b.mu.Unlock()
+	defer b.mu.Unlock()
 
+	// Under the lock, so that a charge queued ahead of the line (see
+	// chargeAhead) is sent before every waiter still queued.
 	c := &call{}
 	sent := batch[:0]
 	for _, w := range batch {

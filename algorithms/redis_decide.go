@@ -162,54 +162,53 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	}
 	queued := w.state.CompareAndSwap(waiterQueued, waiterAbandoned)
 	dropped := !queued && w.state.CompareAndSwap(waiterDropped, waiterAbandoned)
-	switch {
-	case queued || dropped:
-		// Never sent: this process is saturated, which says nothing of
-		// Redis's health.
-		if probe {
-			g.breaker.CancelProbe()
-		}
-		var res Result
-		var err error
-		if ctxErr != nil {
-			res, err = l.ended(ctx, key, cost, ctxErr)
-		} else {
-			res, err = l.fail(key, cost, errSaturated)
-		}
-		if err == nil && res.Allowed && res.Decider == DecidedLocally {
-			// Admitted before its turn in Redis came: it keeps its place
-			// in line and is charged there, so that the shared count holds
-			// it and requests queued behind it are not admitted in its
-			// stead.
-			w.probe = false
-			if dropped {
-				g.charge(l, key, cost)
-			} else {
-				w.state.Store(waiterCharge)
-			}
-		}
-		return res, err
-	case w.state.CompareAndSwap(waiterSent, waiterAbandoned):
-		// Sent, and Redis has not answered in time. The call goes on, and
-		// its outcome, not this wait, tells the breaker of Redis's health.
-		if ctxErr != nil {
-			return l.ended(ctx, key, cost, ctxErr)
-		}
-		return l.fail(key, cost, errNoAnswer)
+	sent := !queued && !dropped && w.state.CompareAndSwap(waiterSent, waiterAbandoned)
+	if !queued && !dropped && !sent {
+		<-w.done // delivered meanwhile
+		return l.answered(w, key)
 	}
-	<-w.done // delivered meanwhile
-	return l.answered(w, key)
+	// A waiter never sent says nothing of Redis's health (this process is
+	// saturated); a sent one's call goes on, and its outcome, not this
+	// wait, tells the breaker.
+	if probe && !sent {
+		g.breaker.CancelProbe()
+	}
+	if errors.Is(ctxErr, context.Canceled) {
+		return l.ended(ctx, key, cost, ctxErr)
+	}
+	cause := errSaturated
+	if ctxErr != nil {
+		cause = fmt.Errorf("%w before Redis answered", ctxErr)
+	}
+	if sent {
+		// Redis may yet count it, from the call in flight: no charge.
+		if ctxErr == nil {
+			cause = errNoAnswer
+		}
+		return l.fail(key, cost, cause)
+	}
+	return l.decideLocally(key, w, cause)
 }
 
-// charge queues a charge for a request admitted locally whose waiter had
-// already left the line unsent: Redis counts it all the same, unless this
-// process is saturated.
-func (g *guard) charge(l *redisLimiter, key string, cost int) {
-	w := newWaiter(cost, g.clock(), false)
-	w.state.Store(waiterCharge)
-	if start, ok := g.batcher.submit(l, key, w); ok && start != nil {
-		go g.batcher.run(start)
+// decideLocally decides by the failure mode the request of a waiter that
+// left the line unsent. Under FailLocal a request the twin admits is
+// charged to Redis ahead of every request still in line, so that Redis
+// counts it before it decides them. The charge is queued before the twin decides, and withdrawn if the
+// twin refuses, so that no request of the line is sent between the two.
+func (l *redisLimiter) decideLocally(key string, w *waiter, cause error) (Result, error) {
+	if l.guard.mode != FailLocal {
+		return l.fail(key, w.cost, cause)
 	}
+	b := l.guard.batcher
+	charge, start := b.chargeAhead(l, key, w)
+	if start != nil {
+		go b.run(start)
+	}
+	res, err := l.fail(key, w.cost, cause)
+	if charge != nil && (err != nil || !res.Allowed || res.Decider != DecidedLocally) {
+		charge.state.CompareAndSwap(waiterCharge, waiterAbandoned)
+	}
+	return res, err
 }
 
 // answered returns a delivered waiter's answer, or the failure mode's when
@@ -221,6 +220,18 @@ func (l *redisLimiter) answered(w *waiter, key string) (Result, error) {
 		return l.fail(key, cost, err)
 	}
 	return res, nil
+}
+
+// mirror counts an admission that Redis made in the local twin as well, so
+// that should the twin have to decide for this key (Redis slow, this
+// process saturated) it starts from what this instance was already
+// admitted, not from a full quota: without it a flood that outlasts its
+// deadlines could pass the limit twice, once through Redis and once
+// locally. A twin already full stays full.
+func (l *redisLimiter) mirror(key string, cost int, res Result) {
+	if res.Allowed && res.Decider == DecidedByStore && l.guard.mode == FailLocal {
+		l.twin.decide(key, cost, 0)
+	}
 }
 
 // ended answers a request whose context ended before Redis answered: a
@@ -251,7 +262,16 @@ func (l *redisLimiter) fail(key string, cost int, cause error) (Result, error) {
 	case FailClosed:
 		return l.uncounted(false, DecidedFailClosed), nil
 	}
-	res, lerr := l.twin.Allow(context.Background(), key, cost)
+	// A denial Redis issued still holds while Redis cannot answer: the twin,
+	// which may not know of it, must not admit in its stead.
+	if res, ok := g.denials.lookup(l, key, cost, g.clock()); ok {
+		return res, nil
+	}
+	var res Result
+	lerr := checkRequest(l.alg, l.twin.limits, key, cost)
+	if lerr == nil {
+		res = l.twin.decide(key, cost, 0)
+	}
 	if errors.Is(lerr, ErrCostExceedsLimit) {
 		// The cost fits the shared limit but not this instance's share of
 		// it: refuse it until Redis can decide.

@@ -136,7 +136,7 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 		return nil, fmt.Errorf("%w: with WithInstances(%d) the local limits: %w", ErrInvalidOption, s.cfg.redis.instances, err)
 	}
 	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
-		guard: s.guard, twin: twin}
+		guard: s.guard, twin: twin.(*memoryLimiter)}
 	args := make([]any, 1, 2+4*len(limits))
 	for _, lim := range limits {
 		p := paramsFor(alg, lim)
@@ -197,7 +197,7 @@ type redisLimiter struct {
 	onceTTL   string
 	once      bool // deciding calls carry an id: the client may send them again
 	guard     *guard
-	twin      Limiter // the same limits in memory, for decisions Redis cannot make
+	twin      *memoryLimiter // the same limits in memory, for decisions Redis cannot make
 }
 
 // Policies implements Describer.

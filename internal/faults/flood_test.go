@@ -1,10 +1,12 @@
 package faults
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -13,47 +15,120 @@ import (
 	"github.com/redlimit/redlimit/middleware"
 )
 
+const (
+	floodRate     = 10
+	floodRequests = 3000
+)
+
 // A flood of concurrent requests from one client, over real HTTP, through
-// chi and the middleware on a Redis store with a default client: exactly
-// the limit passes, however many requests wait at once.
+// chi and the middleware on a Redis store: exactly the limit passes,
+// however many requests wait at once, as long as Redis decides them all.
+// The timeout is long enough that no decision outlasts it even on a slow
+// machine under -race: what happens when they do is
+// TestHTTPFloodOutlastsDeadlines.
 func TestHTTPFlood(t *testing.T) {
-	const (
-		rate     = 10
-		requests = 3000
-	)
 	srv := redistest.StartServer(t)
 	for _, k := range clientKinds {
 		t.Run(k.name, func(t *testing.T) {
-			lim := newLimiter(t, newClient(t, k, srv.Addr), rate, algorithms.WithPrefix(k.name))
-			r := chi.NewRouter()
-			r.With(middleware.New(lim)).Get("/search", func(http.ResponseWriter, *http.Request) {})
-			ts := httptest.NewServer(r)
-			t.Cleanup(ts.Close)
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: requests}}
-			t.Cleanup(client.CloseIdleConnections)
-
-			codes := map[int]int{}
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for range requests {
-				wg.Go(func() {
-					<-start
-					code := 0
-					if resp, err := client.Get(ts.URL + "/search"); err == nil {
-						code = resp.StatusCode
-						_ = resp.Body.Close()
-					}
-					mu.Lock()
-					codes[code]++
-					mu.Unlock()
-				})
+			lim := &deciders{Limiter: newLimiter(t, newClient(t, k, srv.Addr), floodRate,
+				algorithms.WithPrefix(k.name), algorithms.WithTimeout(10*time.Second))}
+			codes := flood(t, lim)
+			if codes[http.StatusOK] != floodRate || codes[http.StatusTooManyRequests] != floodRequests-floodRate {
+				t.Errorf("statuses %v; want exactly %d × 200 and the rest 429", codes, floodRate)
 			}
-			close(start)
-			wg.Wait()
-			if codes[http.StatusOK] != rate || codes[http.StatusTooManyRequests] != requests-rate {
-				t.Errorf("statuses %v; want exactly %d × 200 and the rest 429", codes, rate)
+			if n := lim.count(algorithms.DecidedLocally); n > 0 {
+				t.Errorf("%d decisions made locally; want Redis to decide every one", n)
 			}
 		})
 	}
+}
+
+// The same flood with deadlines this process cannot keep: decisions wait
+// in line past them and are made by the local twin. The limit still holds
+// for the instance: the twin counts what Redis admitted and keeps room for
+// what a call in flight may still admit, and charges Redis ahead of the
+// line for what it admits. At worst (races between the two) Redis's limit
+// and the twin's each pass once, never more.
+func TestHTTPFloodOutlastsDeadlines(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, k := range clientKinds {
+		t.Run(k.name, func(t *testing.T) {
+			lim := &deciders{Limiter: newLimiter(t, newClient(t, k, srv.Addr), floodRate,
+				algorithms.WithPrefix(k.name), algorithms.WithTimeout(3*time.Millisecond))}
+			codes := flood(t, lim)
+			if n := lim.count(algorithms.DecidedLocally); n == 0 {
+				t.Fatalf("no decision was made locally (statuses %v): the flood did not outlast its deadlines", codes)
+			}
+			if codes[http.StatusOK] > 2*floodRate || codes[http.StatusOK]+codes[http.StatusTooManyRequests] != floodRequests {
+				t.Errorf("statuses %v; want at most %d × 200 and the rest 429", codes, 2*floodRate)
+			}
+			if got := lim.count(algorithms.DecidedLocally) + lim.count(algorithms.DecidedByStore) + lim.count(algorithms.DecidedByCache); got != floodRequests {
+				t.Errorf("%d decisions by Redis, its cache or the twin; want all %d", got, floodRequests)
+			}
+		})
+	}
+}
+
+// flood sends floodRequests concurrent requests through chi and the
+// middleware on lim, and returns the count of each status.
+func flood(t *testing.T, lim algorithms.Limiter) map[int]int {
+	r := chi.NewRouter()
+	r.With(middleware.New(lim)).Get("/search", func(http.ResponseWriter, *http.Request) {})
+	ts := httptest.NewServer(r)
+	t.Cleanup(ts.Close)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: floodRequests}}
+	t.Cleanup(client.CloseIdleConnections)
+
+	codes := map[int]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range floodRequests {
+		wg.Go(func() {
+			<-start
+			code := 0
+			if resp, err := client.Get(ts.URL + "/search"); err == nil {
+				code = resp.StatusCode
+				_ = resp.Body.Close()
+			}
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	return codes
+}
+
+// deciders counts a limiter's decisions by what made them. It keeps the
+// limiter's DecisionTimeout, so that the middleware leaves the deadline to
+// the store as it does for the store's own limiters.
+type deciders struct {
+	algorithms.Limiter
+	mu sync.Mutex
+	by map[algorithms.Decider]int
+}
+
+func (d *deciders) Allow(ctx context.Context, key string, cost int) (algorithms.Result, error) {
+	res, err := d.Limiter.Allow(ctx, key, cost)
+	if err == nil {
+		d.mu.Lock()
+		if d.by == nil {
+			d.by = map[algorithms.Decider]int{}
+		}
+		d.by[res.Decider]++
+		d.mu.Unlock()
+	}
+	return res, err
+}
+
+func (d *deciders) DecisionTimeout() time.Duration {
+	return d.Limiter.(algorithms.DecisionBounder).DecisionTimeout()
+}
+
+func (d *deciders) count(by algorithms.Decider) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.by[by]
 }
