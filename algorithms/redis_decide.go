@@ -222,18 +222,6 @@ func (l *redisLimiter) answered(w *waiter, key string) (Result, error) {
 	return res, nil
 }
 
-// mirror counts an admission that Redis made in the local twin as well, so
-// that should the twin have to decide for this key (Redis slow, this
-// process saturated) it starts from what this instance was already
-// admitted, not from a full quota: without it a flood that outlasts its
-// deadlines could pass the limit twice, once through Redis and once
-// locally. A twin already full stays full.
-func (l *redisLimiter) mirror(key string, cost int, res Result) {
-	if res.Allowed && res.Decider == DecidedByStore && l.guard.mode == FailLocal {
-		l.twin.decide(key, cost, 0)
-	}
-}
-
 // ended answers a request whose context ended before Redis answered: a
 // canceled context (the caller has gone) gets its error; a passed deadline
 // gets the failure mode, as any other decision Redis did not make in time.

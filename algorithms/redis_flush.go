@@ -124,9 +124,6 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 		if !j.results[i].Allowed && (denied < 0 || j.costs[i] < j.costs[denied]) {
 			denied = i
 		}
-		if w.state.Load() != waiterCharge { // a charge is in the twin already
-			l.mirror(j.key, j.costs[i], j.results[i])
-		}
 		w.deliver(j.results[i], nil)
 	}
 	if denied >= 0 {

@@ -143,6 +143,5 @@ func (l *redisLimiter) Reserve(ctx context.Context, key string, cost int, maxDel
 	if !res[0].Allowed {
 		g.denials.remember(l, key, cost, now, res[0])
 	}
-	l.mirror(key, cost, res[0])
 	return res[0], nil
 }

@@ -45,10 +45,10 @@ func TestHTTPFlood(t *testing.T) {
 
 // The same flood with deadlines this process cannot keep: decisions wait
 // in line past them and are made by the local twin. The limit still holds
-// for the instance: the twin counts what Redis admitted and keeps room for
-// what a call in flight may still admit, and charges Redis ahead of the
-// line for what it admits. At worst (races between the two) Redis's limit
-// and the twin's each pass once, never more.
+// for the instance: what the twin admits is charged to Redis ahead of the
+// key's line, so Redis counts it before deciding the requests still
+// waiting. At worst (races between the two) Redis's limit and the twin's
+// each pass once, never more.
 func TestHTTPFloodOutlastsDeadlines(t *testing.T) {
 	srv := redistest.StartServer(t)
 	for _, k := range clientKinds {
