@@ -19,6 +19,7 @@ type batcher struct {
 	mu      sync.Mutex
 	queues  map[queueKey]*keyQueue
 	ready   []*keyQueue // keys with waiters and no flusher, oldest first
+	free    []*keyQueue // queues of keys flushed empty, for reuse
 	active  int         // flushers running
 	waiting int         // waiters queued, all keys
 }
@@ -135,16 +136,31 @@ func (b *batcher) chargeAhead(l *redisLimiter, key string, w *waiter) (charge *w
 	return charge, b.scheduleLocked(q)
 }
 
-// queueLocked returns key's queue, made if it has none. b.mu is held.
+// queueLocked returns key's queue, made (or reused) if it has none. b.mu
+// is held.
 func (b *batcher) queueLocked(l *redisLimiter, key string) *keyQueue {
 	id := queueKey{l, key}
 	q := b.queues[id]
 	if q == nil {
-		q = &keyQueue{id: id}
+		if n := len(b.free); n > 0 {
+			q, b.free[n-1] = b.free[n-1], nil
+			b.free = b.free[:n-1]
+			q.id = id
+		} else {
+			q = &keyQueue{id: id}
+		}
 		b.queues[id] = q
 	}
 	return q
 }
+
+// Bounds of the queues kept for reuse: a queue is one allocation and its
+// line another for every key flushed, most keys having one request at a
+// time.
+const (
+	maxFreeQueues = 1024
+	maxFreeLine   = 64 // longer lines are left to the collector
+)
 
 // scheduleLocked schedules q, which has waiters, unless it is already: it
 // returns q when a flusher is free to serve it, and otherwise puts it in
@@ -263,6 +279,10 @@ func (b *batcher) next(qs []*keyQueue) *keyQueue {
 		if len(q.waiters) == 0 {
 			q.scheduled = false
 			delete(b.queues, q.id)
+			if len(b.free) < maxFreeQueues && cap(q.waiters) <= maxFreeLine {
+				q.id = queueKey{}
+				b.free = append(b.free, q)
+			}
 		} else {
 			b.ready = append(b.ready, q)
 		}

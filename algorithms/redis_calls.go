@@ -91,7 +91,7 @@ func (c *scriptCall) read() error {
 	}
 	if len(c.jobs) == 1 {
 		j := c.jobs[0]
-		j.results, j.err = c.l.parse(reply, len(j.costs))
+		j.results, j.err = c.l.parse(reply, len(j.costs), j.resultBuf[:])
 		return nil
 	}
 	for _, j := range c.jobs {
@@ -101,7 +101,7 @@ func (c *scriptCall) read() error {
 			j.err = scriptError(c.l.alg, groupError(msg))
 			continue
 		}
-		j.results, j.err = c.l.parse(group, len(j.costs))
+		j.results, j.err = c.l.parse(group, len(j.costs), j.resultBuf[:])
 	}
 	return nil
 }

@@ -14,6 +14,11 @@ type job struct {
 	costs   []int
 	results []Result
 	err     error
+
+	// The storage of costs and results for a key with one request, the
+	// common case: no allocation of their own.
+	costBuf   [1]int
+	resultBuf [1]Result
 }
 
 // flushAll decides the batches of several keys, each in one script call,
@@ -26,10 +31,11 @@ func flushAll(g *guard, batches []keyBatch, inline bool) {
 	probe := false
 	deadline := sent
 	jobs := make([]*job, 0, len(batches))
-	for _, kb := range batches {
+	slab := make([]job, len(batches)) // one allocation for the flush's jobs
+	for n, kb := range batches {
 		probe = probe || kb.waiters[0].call.probe
-		j := kb.l.prepare(kb.key, kb.waiters, sent)
-		if j == nil {
+		j := &slab[n]
+		if !kb.l.prepare(j, kb.key, kb.waiters, sent) {
 			continue
 		}
 		for _, w := range j.live {
@@ -70,8 +76,9 @@ type keyBatch struct {
 }
 
 // prepare answers the waiters the denial cache now covers (a denial in the
-// previous call) and returns the job for the rest, or nil if none is left.
-func (l *redisLimiter) prepare(key string, batch []*waiter, sent time.Time) *job {
+// previous call) and fills j for the rest; it reports false if none is
+// left.
+func (l *redisLimiter) prepare(j *job, key string, batch []*waiter, sent time.Time) bool {
 	live := batch[:0]
 	for _, w := range batch {
 		if res, ok := l.guard.denials.lookup(l, key, w.cost, sent); ok {
@@ -81,13 +88,17 @@ func (l *redisLimiter) prepare(key string, batch []*waiter, sent time.Time) *job
 		live = append(live, w)
 	}
 	if len(live) == 0 {
-		return nil
+		return false
 	}
-	costs := make([]int, len(live))
-	for i, w := range live {
-		costs[i] = w.cost
+	costs := j.costBuf[:0]
+	if len(live) > len(j.costBuf) {
+		costs = make([]int, 0, len(live))
 	}
-	return &job{l: l, key: key, live: live, costs: costs}
+	for _, w := range live {
+		costs = append(costs, w.cost)
+	}
+	j.l, j.key, j.live, j.costs = l, key, live, costs
+	return true
 }
 
 // run sends the jobs' script calls: alone as a plain call, the others
@@ -98,7 +109,7 @@ func (l *redisLimiter) prepare(key string, batch []*waiter, sent time.Time) *job
 func run(ctx context.Context, jobs []*job) error {
 	if len(jobs) == 1 {
 		j := jobs[0]
-		j.results, j.err = j.l.decide(ctx, j.key, j.costs)
+		j.results, j.err = j.l.decide(ctx, j.key, j.costs, j.resultBuf[:])
 		return j.err
 	}
 	return runCalls(ctx, jobs[0].l.client, callsOf(jobs))

@@ -41,7 +41,7 @@ func TestBatchEqualsOneByOne(t *testing.T) {
 			for i := range costs {
 				costs[i] = 1 + rng.IntN(4)
 			}
-			got, err := batched.(*redisLimiter).decide(ctx, "k", costs)
+			got, err := batched.(*redisLimiter).decide(ctx, "k", costs, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

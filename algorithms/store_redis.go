@@ -204,15 +204,21 @@ type redisLimiter struct {
 func (l *redisLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
 
 // decide runs the script once for the requests of costs on key, in order,
-// and returns their Results. Redis errors are returned wrapped.
-func (l *redisLimiter) decide(ctx context.Context, key string, costs []int) ([]Result, error) {
-	return l.run(ctx, key, costList(costs), len(costs), true)
+// and returns their Results, in dst if it has room. Redis errors are
+// returned wrapped.
+func (l *redisLimiter) decide(ctx context.Context, key string, costs []int, dst []Result) ([]Result, error) {
+	return l.runInto(ctx, key, costList(costs), len(costs), true, dst)
 }
 
 // run runs the script once with the list of costs list, n requests, on
 // key. A call that decides carries an id, so that it counts once however
 // often go-redis sends it; a peek needs none.
 func (l *redisLimiter) run(ctx context.Context, key, list string, n int, deciding bool) ([]Result, error) {
+	return l.runInto(ctx, key, list, n, deciding, nil)
+}
+
+// runInto is run with the Results in dst if it has room.
+func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, deciding bool, dst []Result) ([]Result, error) {
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)
 	keys, args := call.keys, call.args
@@ -227,16 +233,27 @@ func (l *redisLimiter) run(ctx context.Context, key, list string, n int, decidin
 	if err != nil {
 		return nil, scriptError(l.alg, err)
 	}
-	return l.parse(reply, n)
+	return l.parse(reply, n, dst)
 }
 
-// parse reads the script's reply for n requests.
-func (l *redisLimiter) parse(reply string, n int) ([]Result, error) {
-	f := make([]int64, 5*n)
+// parse reads the script's reply for n requests into dst, or a new slice
+// when dst is too short (a job's buffer spares one allocation per key).
+func (l *redisLimiter) parse(reply string, n int, dst []Result) ([]Result, error) {
+	var small [20]int64 // a reply of up to 4 requests, off the heap
+	f := small[:0]
+	if 5*n <= len(small) {
+		f = small[:5*n]
+	} else {
+		f = make([]int64, 5*n)
+	}
 	if !parseReply(reply, f) {
 		return nil, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
 	}
-	res := make([]Result, n)
+	res := dst[:0]
+	if cap(res) < n {
+		res = make([]Result, n)
+	}
+	res = res[:n]
 	for i := range res {
 		v := f[5*i : 5*i+5]
 		if v[1] < 1 || v[1] > int64(len(l.limits)) {

@@ -107,6 +107,11 @@ end
 
 -- decide_group answers one key's requests, joined by spaces.
 local function decide_group(n)
+  -- Most groups are one request of a plain cost: no pattern to match.
+  local cost = tonumber(groups[n])
+  if cost then
+    return decide((n - 1) * per, cost, false, 0)
+  end
   local out = {}
   for kind, a, b in string.gmatch(groups[n], '(%a?)(%d+)[:/]?(%d*)') do
     if kind == 'd' then
