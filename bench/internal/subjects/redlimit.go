@@ -27,8 +27,6 @@ func RedlimitRedis() []Subject {
 	out := make([]Subject, 0, len(algorithms.Algorithms))
 	for _, alg := range algorithms.Algorithms {
 		out = append(out, RedlimitRedisSubject(alg, ""))
-		out = append(out, RedlimitRedisSubject(alg, "if1", algorithms.WithMaxInFlight(1)))
-		out = append(out, RedlimitRedisSubject(alg, "if2", algorithms.WithMaxInFlight(2)))
 	}
 	return out
 }
