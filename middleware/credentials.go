@@ -45,6 +45,6 @@ func (c *config) credentialFailed(w http.ResponseWriter, r *http.Request, err er
 		c.keyError(w, r, err)
 		return
 	}
-	c.setHeaders(w.Header(), res, &d.vals, c.mainPolicies)
+	c.setHeaders(w.Header(), res, d, c.mainPolicies)
 	c.writeDenied(w, r, res, c.mainPolicies)
 }

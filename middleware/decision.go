@@ -27,6 +27,7 @@ type decision struct {
 	stopParent func() bool   // armed by Done
 
 	vals [6]string // header values, sliced by setHeaders
+	text [128]byte // their bytes, most often (see setHeaders)
 }
 
 // newDecision returns a decision whose context ends at the earlier of the

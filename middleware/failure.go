@@ -45,7 +45,10 @@ func (c *config) decideGuarded(ctx context.Context, l algorithms.Limiter, key st
 	if c.breaker == nil {
 		return c.decide(ctx, l, key, cost, delay)
 	}
-	ok, probe := c.breaker.Allow(c.now())
+	ok, probe := true, false
+	if !c.breaker.Closed() { // the clock is read only when it matters
+		ok, probe = c.breaker.Allow(c.now())
+	}
 	if !ok {
 		return nil, algorithms.Result{}, errBroken
 	}

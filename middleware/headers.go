@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/redlimit/redlimit/algorithms"
 )
@@ -24,14 +25,15 @@ const (
 )
 
 // setHeaders sets the rate-limit headers for res, and Retry-After when it
-// is a denial. All values are cut from one string and the slices that hold
-// them from vals, so the headers cost one allocation however many there are.
-func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]string, ps *policySet) {
-	var buf [320]byte // enough for every header with the longest policy name
+// is a denial. All values are cut from one string written in d's text, and
+// the slices that hold them from d's vals, so the headers cost no
+// allocation of their own but for long policy names.
+func (c *config) setHeaders(h http.Header, res algorithms.Result, d *decision, ps *policySet) {
+	vals := &d.vals
 	var ends [6]int
 	var names [6]string
 	n := 0
-	b := buf[:0]
+	b := d.text[:0]
 	end := func(name string) { names[n], ends[n], n = name, len(b), n+1 }
 
 	limit := max(res.Limit, 0)
@@ -92,7 +94,10 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, vals *[6]strin
 		h[hdrCacheControl] = noStore
 	}
 
-	s := string(b)
+	// d.text, or the larger array append moved b to, is written once and
+	// never again: the string may share its bytes, which live as long as
+	// the headers do.
+	s := unsafe.String(unsafe.SliceData(b), len(b))
 	start := 0
 	for i := range n {
 		vals[i] = s[start:ends[i]]

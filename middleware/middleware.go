@@ -340,7 +340,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.observe(outcome, lim, took)
-	c.setHeaders(w.Header(), res, &d.vals, ps)
+	c.setHeaders(w.Header(), res, d, ps)
 	if !res.Allowed {
 		c.writeDenied(w, r, res, ps)
 		return

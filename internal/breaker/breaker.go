@@ -85,6 +85,15 @@ type Breaker struct {
 
 	state atomic.Int32 // a State, read without the lock on the fast path
 
+	// A success while closed, within the window, is counted without the
+	// lock: most calls succeed, and the lock is contended at every call.
+	// windowEnd is the window's end (Unix ns, 0 until the first one
+	// starts); successes are added to calls, and succeeded ends the run of
+	// consecutive failures, when a call next takes the lock.
+	windowEnd atomic.Int64
+	successes atomic.Int64
+	succeeded atomic.Bool
+
 	mu          sync.Mutex
 	consecutive int
 	windowStart time.Time
@@ -102,6 +111,10 @@ func New(cfg Config, onChange func(from, to State, reason string)) *Breaker {
 
 // State returns the current state.
 func (b *Breaker) State() State { return State(b.state.Load()) }
+
+// Closed reports whether the breaker is closed: Allow would let a call
+// through, whatever the time, and it would not be a probe.
+func (b *Breaker) Closed() bool { return State(b.state.Load()) == Closed }
 
 // Allow reports whether a call may go through at now, and whether that call
 // is the probe, whose outcome must be recorded with probe set.
@@ -132,7 +145,18 @@ func (b *Breaker) Allow(now time.Time) (ok, probe bool) {
 // closed, and are ignored otherwise (they were let through before it
 // opened).
 func (b *Breaker) Record(now time.Time, success, probe bool) {
+	if success && !probe && State(b.state.Load()) == Closed && now.UnixNano() < b.windowEnd.Load() {
+		b.successes.Add(1)
+		if !b.succeeded.Load() {
+			b.succeeded.Store(true)
+		}
+		return
+	}
 	b.mu.Lock()
+	b.calls += int(b.successes.Swap(0))
+	if b.succeeded.Swap(false) {
+		b.consecutive = 0
+	}
 	st := State(b.state.Load())
 	if probe {
 		b.probing = false
@@ -153,6 +177,7 @@ func (b *Breaker) Record(now time.Time, success, probe bool) {
 	}
 	if now.Sub(b.windowStart) >= b.cfg.Window {
 		b.windowStart, b.calls, b.failures = now, 0, 0
+		b.windowEnd.Store(now.Add(b.cfg.Window).UnixNano())
 	}
 	b.calls++
 	if success {
@@ -182,6 +207,9 @@ func (b *Breaker) Record(now time.Time, success, probe bool) {
 // reset starts the counts over. The caller holds b.mu.
 func (b *Breaker) reset(now time.Time) {
 	b.consecutive, b.calls, b.failures, b.windowStart = 0, 0, 0, now
+	b.windowEnd.Store(now.Add(b.cfg.Window).UnixNano())
+	b.successes.Store(0)
+	b.succeeded.Store(false)
 }
 
 func (b *Breaker) changed(from, to State, reason string) {
