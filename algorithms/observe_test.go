@@ -66,7 +66,10 @@ func TestStoreObserver(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer c.Close()
 	obs := &storeEvents{errors: map[ErrorKind]int{}}
-	l, err := New(NewRedisStore(c, WithObserver(obs), WithPrefix("obs"), WithLogger(quietLogger())), FixedWindow, PerMinute(5))
+	// Enough calls in flight that each request below is a call of its own
+	// (its key's), however long the refused dials take: the breaker counts
+	// calls, the observer keys.
+	l, err := New(NewRedisStore(c, WithObserver(obs), WithPrefix("obs"), WithLogger(quietLogger()), WithMaxInFlight(8)), FixedWindow, PerMinute(5))
 	if err != nil {
 		t.Fatal(err)
 	}

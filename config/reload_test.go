@@ -133,7 +133,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	var bad atomic.Int64
 	passed := make([]atomic.Int64, clients)
 	stop := make(chan struct{})
-	reloads := 0
+	var reloads atomic.Int64
 	var reloader sync.WaitGroup
 	reloader.Add(1)
 	go func() {
@@ -156,7 +156,7 @@ func TestReloadUnderLoad(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			reloads++
+			reloads.Add(1)
 		}
 	}()
 	var wg sync.WaitGroup
@@ -166,8 +166,11 @@ func TestReloadUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
+				// Every client's share at least, and more rounds (each
+				// client already at its limit) until ten reloads have
+				// happened during the requests, however fast they are.
 				i := int(next.Add(1)) - 1
-				if i >= clients*perClient {
+				if i >= clients*perClient && reloads.Load() >= 10 || i >= 20*clients*perClient {
 					return
 				}
 				c := i % clients
@@ -193,8 +196,8 @@ func TestReloadUnderLoad(t *testing.T) {
 			t.Fatalf("client %d: %d passed, want exactly 3 across reloads", c, n)
 		}
 	}
-	if reloads < 10 {
-		t.Fatalf("only %d reloads happened during the requests", reloads)
+	if n := reloads.Load(); n < 10 {
+		t.Fatalf("only %d reloads happened during the requests", n)
 	}
-	t.Logf("%d requests, %d reloads", clients*perClient, reloads)
+	t.Logf("%d requests, %d reloads", next.Load()-workers, reloads.Load()) // each worker took one index more
 }
