@@ -154,9 +154,11 @@ func WithBreaker(p BreakerPolicy) StoreOption {
 }
 
 // WithMaxInFlight sets how many round trips (a script call, or a pipeline
-// of them) a Redis store has in flight at once. The default is GOMAXPROCS,
-// at least 2 and at most the go-redis client's PoolSize, so a round trip
-// never waits for a connection; with batching off, the PoolSize. Decisions that
+// of them) a Redis store has in flight at once. The default is twice
+// GOMAXPROCS, at most the go-redis client's PoolSize, so a round trip never
+// waits for a connection; with batching off, the PoolSize. Fewer make
+// longer calls, which cost Redis a little less per decision, and fewer
+// calls for the breaker to learn of an outage from. Decisions that
 // arrive while all are in flight wait and go together in the next: requests
 // for one key in one script call, several keys in one pipeline.
 func WithMaxInFlight(n int) StoreOption {
