@@ -240,7 +240,7 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 // when dst is too short (a job's buffer spares one allocation per key).
 func (l *redisLimiter) parse(reply string, n int, dst []Result) ([]Result, error) {
 	var small [20]int64 // a reply of up to 4 requests, off the heap
-	f := small[:0]
+	var f []int64
 	if 5*n <= len(small) {
 		f = small[:5*n]
 	} else {
