@@ -74,3 +74,45 @@ func TestLocalAdmissionsAreCharged(t *testing.T) {
 // quietLogger discards the store's logs, for tests whose failures are
 // intended.
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// A charge for a local admission goes ahead of every waiter still in its
+// key's line, in constant time however long the line, and the next call
+// sends the charges first, then the waiters in arrival order; a charge
+// withdrawn before it was sent is not sent.
+func TestChargesGoAheadOfTheLine(t *testing.T) {
+	b := newBatcher(1, 1000, 256, 64)
+	l := &redisLimiter{}
+	deadline := time.Now().Add(time.Minute)
+	var line []*waiter
+	for i := range 100 {
+		w := newWaiter(1+i%3, deadline, false)
+		if _, ok := b.submit(l, "k", w); !ok {
+			t.Fatal("submit refused")
+		}
+		line = append(line, w)
+	}
+	q := b.queues[queueKey{l, "k"}]
+	first, _ := b.chargeAhead(l, "k", line[40])
+	withdrawn, _ := b.chargeAhead(l, "k", line[41])
+	second, _ := b.chargeAhead(l, "k", line[42])
+	withdrawn.state.CompareAndSwap(waiterCharge, waiterAbandoned)
+	if len(q.waiters) != 100 || len(q.charges) != 3 {
+		t.Fatalf("line %d, charges %d; want the line untouched and 3 charges", len(q.waiters), len(q.charges))
+	}
+	sent := b.take(q, time.Now(), 10)
+	want := append([]*waiter{first, second}, line[:7]...) // the withdrawn charge took a place, unsent
+	if len(sent) != len(want) {
+		t.Fatalf("sent %d, want %d", len(sent), len(want))
+	}
+	for i := range want {
+		if sent[i] != want[i] {
+			t.Fatalf("sent[%d] is not the expected waiter (charges first, then the line in order)", i)
+		}
+	}
+	if first.cost != line[40].cost || second.cost != line[42].cost {
+		t.Fatalf("charge costs %d, %d; want %d, %d", first.cost, second.cost, line[40].cost, line[42].cost)
+	}
+	if b.waiting != 100+3-10 {
+		t.Fatalf("waiting %d, want %d", b.waiting, 93)
+	}
+}

@@ -31,9 +31,13 @@ type queueKey struct {
 
 // keyQueue holds one key's waiters. scheduled is set while the key is in
 // ready or being flushed, so that one key has at most one call in flight.
+//
+// charges are the key's charges for requests admitted locally (see
+// chargeAhead): a line of their own, sent before the waiters.
 type keyQueue struct {
 	id        queueKey
 	waiters   []*waiter
+	charges   []*waiter
 	scheduled bool
 }
 
@@ -116,10 +120,12 @@ func (b *batcher) submit(l *redisLimiter, key string, w *waiter) (*keyQueue, boo
 	return b.scheduleLocked(q), true
 }
 
-// chargeAhead queues a charge of w's cost at the head of its key's line,
-// w being a waiter whose owner stopped waiting and is about to be decided
-// locally, and returns it with a queue to start a flusher for; none when
-// maxWaiting decisions already wait.
+// chargeAhead queues a charge of w's cost ahead of its key's line of
+// waiters, w being a waiter whose owner stopped waiting and is about to be
+// decided locally, and returns it with a queue to start a flusher for; none
+// when maxWaiting decisions already wait. It takes constant time however
+// long the line: a flood that outlasts its deadlines queues one per
+// request.
 func (b *batcher) chargeAhead(l *redisLimiter, key string, w *waiter) (charge *waiter, start *keyQueue) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -130,9 +136,7 @@ func (b *batcher) chargeAhead(l *redisLimiter, key string, w *waiter) (charge *w
 	charge = newWaiter(w.cost, time.Time{}, false)
 	charge.state.Store(waiterCharge)
 	q := b.queueLocked(l, key)
-	q.waiters = append(q.waiters, nil)
-	copy(q.waiters[1:], q.waiters)
-	q.waiters[0] = charge
+	q.charges = append(q.charges, charge)
 	return charge, b.scheduleLocked(q)
 }
 
@@ -235,13 +239,18 @@ func (b *batcher) gather(q *keyQueue) []*keyQueue {
 // this process, which is no failure of Redis.
 func (b *batcher) take(q *keyQueue, now time.Time, most int) []*waiter {
 	b.mu.Lock()
-	n := min(len(q.waiters), most)
-	batch := make([]*waiter, n)
-	copy(batch, q.waiters)
-	rest := copy(q.waiters, q.waiters[n:])
+	nc := min(len(q.charges), most)
+	n := min(len(q.waiters), most-nc)
+	batch := make([]*waiter, nc+n)
+	copy(batch, q.charges[:nc])
+	copy(batch[nc:], q.waiters[:n])
+	rest := copy(q.charges, q.charges[nc:])
+	clear(q.charges[rest:])
+	q.charges = q.charges[:rest]
+	rest = copy(q.waiters, q.waiters[n:])
 	clear(q.waiters[rest:])
 	q.waiters = q.waiters[:rest]
-	b.waiting -= n
+	b.waiting -= nc + n
 	defer b.mu.Unlock()
 
 	// Under the lock, so that a charge queued ahead of the line (see
@@ -276,10 +285,10 @@ func (b *batcher) next(qs []*keyQueue) *keyQueue {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, q := range qs {
-		if len(q.waiters) == 0 {
+		if len(q.waiters) == 0 && len(q.charges) == 0 {
 			q.scheduled = false
 			delete(b.queues, q.id)
-			if len(b.free) < maxFreeQueues && cap(q.waiters) <= maxFreeLine {
+			if len(b.free) < maxFreeQueues && cap(q.waiters) <= maxFreeLine && cap(q.charges) <= maxFreeLine {
 				q.id = queueKey{}
 				b.free = append(b.free, q)
 			}

@@ -197,13 +197,18 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 // decideLocally decides by the failure mode the request of a waiter that
 // left the line unsent. Under FailLocal a request the twin admits is
 // charged to Redis ahead of every request still in line, so that Redis
-// counts it before it decides them. The charge is queued before the twin decides, and withdrawn if the
-// twin refuses, so that no request of the line is sent between the two.
+// counts it before it decides them. The charge is queued before the twin
+// decides, and withdrawn if the twin refuses, so that no request of the
+// line is sent between the two.
 func (l *redisLimiter) decideLocally(key string, w *waiter, cause error) (Result, error) {
-	if l.guard.mode != FailLocal {
+	g := l.guard
+	if g.mode != FailLocal {
 		return l.fail(key, w.cost, cause)
 	}
-	b := l.guard.batcher
+	if res, ok := g.denials.lookup(l, key, w.cost, g.clock()); ok {
+		return res, nil // Redis's denial holds: nothing to charge
+	}
+	b := g.batcher
 	charge, start := b.chargeAhead(l, key, w)
 	if start != nil {
 		go b.run(start)
