@@ -27,20 +27,14 @@ const (
 // machine under -race: what happens when they do is
 // TestHTTPFloodOutlastsDeadlines.
 func TestHTTPFlood(t *testing.T) {
-	srv := redistest.StartServer(t)
-	for _, k := range clientKinds {
-		t.Run(k.name, func(t *testing.T) {
-			lim := &deciders{Limiter: newLimiter(t, newClient(t, k, srv.Addr), floodRate,
-				algorithms.WithPrefix(k.name), algorithms.WithTimeout(10*time.Second))}
-			codes := flood(t, lim)
-			if codes[http.StatusOK] != floodRate || codes[http.StatusTooManyRequests] != floodRequests-floodRate {
-				t.Errorf("statuses %v; want exactly %d × 200 and the rest 429", codes, floodRate)
-			}
-			if n := lim.count(algorithms.DecidedLocally); n > 0 {
-				t.Errorf("%d decisions made locally; want Redis to decide every one", n)
-			}
-		})
-	}
+	floodEachClient(t, 10*time.Second, func(t *testing.T, codes map[int]int, lim *deciders) {
+		if codes[http.StatusOK] != floodRate || codes[http.StatusTooManyRequests] != floodRequests-floodRate {
+			t.Errorf("statuses %v; want exactly %d × 200 and the rest 429", codes, floodRate)
+		}
+		if n := lim.count(algorithms.DecidedLocally); n > 0 {
+			t.Errorf("%d decisions made locally; want Redis to decide every one", n)
+		}
+	})
 }
 
 // The same flood with deadlines this process cannot keep: decisions wait
@@ -50,21 +44,29 @@ func TestHTTPFlood(t *testing.T) {
 // waiting. At worst (races between the two) Redis's limit and the twin's
 // each pass once, never more.
 func TestHTTPFloodOutlastsDeadlines(t *testing.T) {
+	floodEachClient(t, 3*time.Millisecond, func(t *testing.T, codes map[int]int, lim *deciders) {
+		if n := lim.count(algorithms.DecidedLocally); n == 0 {
+			t.Fatalf("no decision was made locally (statuses %v): the flood did not outlast its deadlines", codes)
+		}
+		if codes[http.StatusOK] > 2*floodRate || codes[http.StatusOK]+codes[http.StatusTooManyRequests] != floodRequests {
+			t.Errorf("statuses %v; want at most %d × 200 and the rest 429", codes, 2*floodRate)
+		}
+		if got := lim.count(algorithms.DecidedLocally) + lim.count(algorithms.DecidedByStore) + lim.count(algorithms.DecidedByCache); got != floodRequests {
+			t.Errorf("%d decisions by Redis, its cache or the twin; want all %d", got, floodRequests)
+		}
+	})
+}
+
+// floodEachClient floods, for each kind of client, a limiter of floodRate
+// on one real server whose decisions have timeout, and hands check the
+// statuses and the count of decisions by decider.
+func floodEachClient(t *testing.T, timeout time.Duration, check func(t *testing.T, codes map[int]int, lim *deciders)) {
 	srv := redistest.StartServer(t)
 	for _, k := range clientKinds {
 		t.Run(k.name, func(t *testing.T) {
 			lim := &deciders{Limiter: newLimiter(t, newClient(t, k, srv.Addr), floodRate,
-				algorithms.WithPrefix(k.name), algorithms.WithTimeout(3*time.Millisecond))}
-			codes := flood(t, lim)
-			if n := lim.count(algorithms.DecidedLocally); n == 0 {
-				t.Fatalf("no decision was made locally (statuses %v): the flood did not outlast its deadlines", codes)
-			}
-			if codes[http.StatusOK] > 2*floodRate || codes[http.StatusOK]+codes[http.StatusTooManyRequests] != floodRequests {
-				t.Errorf("statuses %v; want at most %d × 200 and the rest 429", codes, 2*floodRate)
-			}
-			if got := lim.count(algorithms.DecidedLocally) + lim.count(algorithms.DecidedByStore) + lim.count(algorithms.DecidedByCache); got != floodRequests {
-				t.Errorf("%d decisions by Redis, its cache or the twin; want all %d", got, floodRequests)
-			}
+				algorithms.WithPrefix(k.name), algorithms.WithTimeout(timeout))}
+			check(t, flood(t, lim), lim)
 		})
 	}
 }
