@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,11 +77,12 @@ func TestLocalAdmissionsAreCharged(t *testing.T) {
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // A charge for a local admission goes ahead of every waiter still in its
-// key's line, in constant time however long the line, and the next call
-// sends the charges first, then the waiters in arrival order; a charge
-// withdrawn before it was sent is not sent.
+// key's line, and the next call sends the charges first, then the waiters
+// in arrival order. A refused request queues no charge. A request whose
+// waiter still holds its place in a full line is charged all the same; one
+// that holds none is not, when the line is full.
 func TestChargesGoAheadOfTheLine(t *testing.T) {
-	b := newBatcher(1, 1000, 256, 64)
+	b := newBatcher(1, 100, 256, 64)
 	l := &redisLimiter{}
 	deadline := time.Now().Add(time.Minute)
 	var line []*waiter
@@ -91,28 +93,129 @@ func TestChargesGoAheadOfTheLine(t *testing.T) {
 		}
 		line = append(line, w)
 	}
+	admit := func() (Result, error) { return Result{Allowed: true, Decider: DecidedLocally}, nil }
+	refuse := func() (Result, error) { return Result{Decider: DecidedLocally}, nil }
 	q := b.queues[queueKey{l, "k"}]
-	first, _ := b.chargeAhead(l, "k", line[40])
-	withdrawn, _ := b.chargeAhead(l, "k", line[41])
-	second, _ := b.chargeAhead(l, "k", line[42])
-	withdrawn.state.CompareAndSwap(waiterCharge, waiterAbandoned)
-	if len(q.waiters) != 100 || len(q.charges) != 3 {
-		t.Fatalf("line %d, charges %d; want the line untouched and 3 charges", len(q.waiters), len(q.charges))
+	charges := func() []int {
+		var costs []int
+		for _, c := range q.charges {
+			costs = append(costs, c.cost)
+		}
+		return costs
+	}
+	b.decideAndCharge(l, "k", 7, true, admit)  // the line is full: held, charged
+	b.decideAndCharge(l, "k", 8, true, refuse) // refused: no charge
+	b.decideAndCharge(l, "k", 9, false, admit) // full, and holding no place: none
+	b.decideAndCharge(l, "k", 5, true, admit)  // held again: charged
+	if got := charges(); len(got) != 2 || got[0] != 7 || got[1] != 5 || len(q.waiters) != 100 {
+		t.Fatalf("charges %v, line %d; want [7 5] and the line untouched", got, len(q.waiters))
 	}
 	sent := b.take(q, time.Now(), 10)
-	want := append([]*waiter{first, second}, line[:7]...) // the withdrawn charge took a place, unsent
-	if len(sent) != len(want) {
-		t.Fatalf("sent %d, want %d", len(sent), len(want))
+	if len(sent) != 10 || sent[0].cost != 7 || sent[1].cost != 5 {
+		t.Fatalf("sent %d, first costs %d %d; want the charges first", len(sent), sent[0].cost, sent[1].cost)
 	}
-	for i := range want {
-		if sent[i] != want[i] {
-			t.Fatalf("sent[%d] is not the expected waiter (charges first, then the line in order)", i)
+	for i, w := range sent[2:] {
+		if w != line[i] {
+			t.Fatalf("sent[%d] is not the line's waiter %d: the line must follow in arrival order", i+2, i)
 		}
 	}
-	if first.cost != line[40].cost || second.cost != line[42].cost {
-		t.Fatalf("charge costs %d, %d; want %d, %d", first.cost, second.cost, line[40].cost, line[42].cost)
+	if b.waiting != 100+2-10 {
+		t.Fatalf("waiting %d, want %d", b.waiting, 92)
 	}
-	if b.waiting != 100+3-10 {
-		t.Fatalf("waiting %d, want %d", b.waiting, 93)
+}
+
+// A request the local twin refuses is never counted in Redis: with the
+// twin full and Redis empty, requests whose deadline is too close for a
+// round trip are refused locally, and Redis's count stays at nothing.
+func TestRefusedLocallyIsNotCharged(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	ctx := context.Background()
+	const rate = 5
+	rl, err := New(NewRedisStore(c, WithLogger(quietLogger())), FixedWindow, PerMinute(rate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rl.(*redisLimiter)
+	if _, err := l.Allow(ctx, "warm", 1); err != nil { // dial and load the script first
+		t.Fatal(err)
+	}
+	for range rate { // the twin only: Redis still has all of it
+		if r, err := l.twin.Allow(ctx, "k", 1); err != nil || !r.Allowed {
+			t.Fatalf("twin: %+v %v", r, err)
+		}
+	}
+	for range 20 {
+		dctx, cancel := context.WithTimeout(ctx, minRoundTrip/2) // dropped unsent
+		r, err := l.Allow(dctx, "k", 1)
+		cancel()
+		if err != nil || r.Allowed || r.Decider != DecidedLocally {
+			t.Fatalf("got %+v %v; want a local refusal", r, err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // any charge would have been sent by now
+	keys, err := admin.Keys(ctx, "*k}:fw:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 0 {
+		v, _ := admin.Get(ctx, keys[0]).Result()
+		t.Fatalf("Redis counted refused requests: %s = %q", keys[0], v)
+	}
+}
+
+// Local admissions are charged even when the waiting line is full: the
+// charge takes over the place its request's waiter held, so a flood as
+// long as WithMaxWaiting across a pause still gets exactly the limit.
+func TestLocalAdmissionsAreChargedWithTheLineFull(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	ctx := context.Background()
+	const rate, flood = 10, 50
+	l, err := New(NewRedisStore(c, WithLogger(quietLogger()), WithMaxWaiting(flood)), FixedWindow, PerMinute(rate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Allow(ctx, "warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "300", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range flood {
+		wg.Go(func() {
+			<-start
+			r, err := l.Allow(ctx, "flood", 1)
+			if err != nil {
+				t.Error(err)
+			}
+			if r.Allowed {
+				allowed.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	time.Sleep(400 * time.Millisecond) // the pause ends; the charges are sent
+	for range 20 {
+		r, err := l.Allow(ctx, "flood", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed {
+			allowed.Add(1)
+		}
+	}
+	if n := allowed.Load(); n != rate {
+		t.Fatalf("%d admitted across the pause, want exactly %d", n, rate)
 	}
 }

@@ -33,7 +33,7 @@ type queueKey struct {
 // ready or being flushed, so that one key has at most one call in flight.
 //
 // charges are the key's charges for requests admitted locally (see
-// chargeAhead): a line of their own, sent before the waiters.
+// decideAndCharge): a line of their own, sent before the waiters.
 type keyQueue struct {
 	id        queueKey
 	waiters   []*waiter
@@ -120,24 +120,29 @@ func (b *batcher) submit(l *redisLimiter, key string, w *waiter) (*keyQueue, boo
 	return b.scheduleLocked(q), true
 }
 
-// chargeAhead queues a charge of w's cost ahead of its key's line of
-// waiters, w being a waiter whose owner stopped waiting and is about to be
-// decided locally, and returns it with a queue to start a flusher for; none
-// when maxWaiting decisions already wait. It takes constant time however
-// long the line: a flood that outlasts its deadlines queues one per
-// request.
-func (b *batcher) chargeAhead(l *redisLimiter, key string, w *waiter) (charge *waiter, start *keyQueue) {
+// decideAndCharge decides a request of cost for key locally with decide
+// and, when decide admits it, queues a charge of cost ahead of the key's
+// line of waiters, so that Redis counts the admission before it decides
+// them; it returns decide's answer and a queue to start a flusher for. Both
+// happen under b.mu, so that no call for the key is sent between the two
+// and a refused request is never charged. held says the request's own
+// waiter still holds a place in the line: its charge then takes that place
+// over, even when maxWaiting decisions wait (otherwise a full line would
+// lose the charges of the very flood it holds). Queuing takes constant time
+// however long the line.
+func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, held bool, decide func() (Result, error)) (Result, *keyQueue, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.waiting >= b.maxWaiting {
-		return nil, nil
+	res, err := decide()
+	if err != nil || !res.Allowed || res.Decider != DecidedLocally || !held && b.waiting >= b.maxWaiting {
+		return res, nil, err
 	}
 	b.waiting++
-	charge = newWaiter(w.cost, time.Time{}, false)
+	charge := newWaiter(cost, time.Time{}, false)
 	charge.state.Store(waiterCharge)
 	q := b.queueLocked(l, key)
 	q.charges = append(q.charges, charge)
-	return charge, b.scheduleLocked(q)
+	return res, b.scheduleLocked(q), nil
 }
 
 // queueLocked returns key's queue, made (or reused) if it has none. b.mu
@@ -254,7 +259,7 @@ func (b *batcher) take(q *keyQueue, now time.Time, most int) []*waiter {
 	defer b.mu.Unlock()
 
 	// Under the lock, so that a charge queued ahead of the line (see
-	// chargeAhead) is sent before every waiter still queued.
+	// decideAndCharge) is sent before every waiter still queued.
 	c := &call{}
 	sent := batch[:0]
 	for _, w := range batch {

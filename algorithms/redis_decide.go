@@ -191,31 +191,28 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 		}
 		return l.fail(key, cost, cause)
 	}
-	return l.decideLocally(key, w, cause)
+	return l.decideLocally(key, w, queued, cause)
 }
 
 // decideLocally decides by the failure mode the request of a waiter that
-// left the line unsent. Under FailLocal a request the twin admits is
-// charged to Redis ahead of every request still in line, so that Redis
-// counts it before it decides them. The charge is queued before the twin
-// decides, and withdrawn if the twin refuses, so that no request of the
-// line is sent between the two.
-func (l *redisLimiter) decideLocally(key string, w *waiter, cause error) (Result, error) {
+// left the line unsent; held says the waiter is still in the line (it was
+// abandoned there, not dropped from it). Under FailLocal a request the twin
+// admits is charged to Redis ahead of every request still in line, so that
+// Redis counts it before it decides them (see batcher.decideAndCharge).
+func (l *redisLimiter) decideLocally(key string, w *waiter, held bool, cause error) (Result, error) {
 	g := l.guard
 	if g.mode != FailLocal {
 		return l.fail(key, w.cost, cause)
 	}
+	g.logFailure(cause)
 	if res, ok := g.denials.lookup(l, key, w.cost, g.clock()); ok {
 		return res, nil // Redis's denial holds: nothing to charge
 	}
-	b := g.batcher
-	charge, start := b.chargeAhead(l, key, w)
+	res, start, err := g.batcher.decideAndCharge(l, key, w.cost, held, func() (Result, error) {
+		return l.local(key, w.cost)
+	})
 	if start != nil {
-		go b.run(start)
-	}
-	res, err := l.fail(key, w.cost, cause)
-	if charge != nil && (err != nil || !res.Allowed || res.Decider != DecidedLocally) {
-		charge.state.CompareAndSwap(waiterCharge, waiterAbandoned)
+		go g.batcher.run(start)
 	}
 	return res, err
 }
@@ -264,6 +261,11 @@ func (l *redisLimiter) fail(key string, cost int, cause error) (Result, error) {
 	if res, ok := g.denials.lookup(l, key, cost, g.clock()); ok {
 		return res, nil
 	}
+	return l.local(key, cost)
+}
+
+// local is the local twin's decision of a request Redis could not decide.
+func (l *redisLimiter) local(key string, cost int) (Result, error) {
 	var res Result
 	lerr := checkRequest(l.alg, l.twin.limits, key, cost)
 	if lerr == nil {
