@@ -17,59 +17,78 @@ import (
 // Requests admitted locally because their turn in Redis had not come by
 // their deadline are charged in Redis when it comes: across a pause, one
 // key's flood gets exactly the limit, not the limit twice (once from the
-// local twin, once from Redis).
+// local twin, once from Redis). Also with a waiting line as long as the
+// flood: a charge takes over the place its request's waiter held, so a
+// full line does not lose it.
 func TestLocalAdmissionsAreCharged(t *testing.T) {
-	addr := redistest.Standalone(t)
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	admin := redis.NewClient(&redis.Options{Addr: addr})
-	defer admin.Close()
-	ctx := context.Background()
-	const rate = 10
-	l, err := New(NewRedisStore(c, WithLogger(quietLogger())), FixedWindow, PerMinute(rate))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Allow(ctx, "warm", 1); err != nil { // dial and load the script first
-		t.Fatal(err)
-	}
-	if err := admin.Do(ctx, "CLIENT", "PAUSE", "300", "ALL").Err(); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	allowed := 0
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Go(func() {
-			r, err := l.Allow(ctx, "flood", 1)
+	const rate, flood = 10, 50
+	for _, tt := range []struct {
+		name string
+		opts []StoreOption
+	}{
+		{"default", nil},
+		{"line full", []StoreOption{WithMaxWaiting(flood)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, admin := clientAndAdmin(t)
+			ctx := context.Background()
+			l, err := New(NewRedisStore(c, append([]StoreOption{WithLogger(quietLogger())}, tt.opts...)...), FixedWindow, PerMinute(rate))
 			if err != nil {
-				t.Error(err)
+				t.Fatal(err)
 			}
-			if r.Allowed {
-				mu.Lock()
-				allowed++
-				mu.Unlock()
+			if _, err := l.Allow(ctx, "warm", 1); err != nil { // dial and load the script first
+				t.Fatal(err)
+			}
+			if err := admin.Do(ctx, "CLIENT", "PAUSE", "300", "ALL").Err(); err != nil {
+				t.Fatal(err)
+			}
+			var allowed atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{}) // all at once, so the line fills
+			for range flood {
+				wg.Go(func() {
+					<-start
+					r, err := l.Allow(ctx, "flood", 1)
+					if err != nil {
+						t.Error(err)
+					}
+					if r.Allowed {
+						allowed.Add(1)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			time.Sleep(400 * time.Millisecond) // the pause ends; the charges are sent
+			for range 20 {
+				r, err := l.Allow(ctx, "flood", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Allowed {
+					allowed.Add(1)
+				}
+			}
+			if n := allowed.Load(); n != rate {
+				t.Fatalf("%d admitted across the pause, want exactly %d", n, rate)
+			}
+			// One state (beside the brief records of the calls' replies).
+			if n, err := admin.Keys(ctx, "*flood}:fw:*").Result(); err != nil || len(n) != 1 {
+				t.Fatalf("keys %v %v", n, err)
 			}
 		})
 	}
-	wg.Wait()
-	time.Sleep(400 * time.Millisecond) // the pause ends; the charges are sent
-	for range 20 {
-		r, err := l.Allow(ctx, "flood", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Allowed {
-			allowed++
-		}
-	}
-	if allowed != rate {
-		t.Fatalf("%d admitted across the pause, want exactly %d", allowed, rate)
-	}
-	// One state (beside the brief records of the calls' replies).
-	if n, err := admin.Keys(ctx, "*flood}:fw:*").Result(); err != nil || len(n) != 1 {
-		t.Fatalf("keys %v %v", n, err)
-	}
+}
+
+// clientAndAdmin starts a real server and returns a client that never
+// resends a command and one for the test's own commands, both closed when
+// the test ends.
+func clientAndAdmin(t *testing.T) (client, admin *redis.Client) {
+	addr := redistest.Standalone(t)
+	client = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	admin = redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = client.Close(); _ = admin.Close() })
+	return client, admin
 }
 
 // quietLogger discards the store's logs, for tests whose failures are
@@ -128,11 +147,7 @@ func TestChargesGoAheadOfTheLine(t *testing.T) {
 // twin full and Redis empty, requests whose deadline is too close for a
 // round trip are refused locally, and Redis's count stays at nothing.
 func TestRefusedLocallyIsNotCharged(t *testing.T) {
-	addr := redistest.Standalone(t)
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	admin := redis.NewClient(&redis.Options{Addr: addr})
-	defer admin.Close()
+	c, admin := clientAndAdmin(t)
 	ctx := context.Background()
 	const rate = 5
 	rl, err := New(NewRedisStore(c, WithLogger(quietLogger())), FixedWindow, PerMinute(rate))
@@ -164,58 +179,5 @@ func TestRefusedLocallyIsNotCharged(t *testing.T) {
 	if len(keys) != 0 {
 		v, _ := admin.Get(ctx, keys[0]).Result()
 		t.Fatalf("Redis counted refused requests: %s = %q", keys[0], v)
-	}
-}
-
-// Local admissions are charged even when the waiting line is full: the
-// charge takes over the place its request's waiter held, so a flood as
-// long as WithMaxWaiting across a pause still gets exactly the limit.
-func TestLocalAdmissionsAreChargedWithTheLineFull(t *testing.T) {
-	addr := redistest.Standalone(t)
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	admin := redis.NewClient(&redis.Options{Addr: addr})
-	defer admin.Close()
-	ctx := context.Background()
-	const rate, flood = 10, 50
-	l, err := New(NewRedisStore(c, WithLogger(quietLogger()), WithMaxWaiting(flood)), FixedWindow, PerMinute(rate))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Allow(ctx, "warm", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Do(ctx, "CLIENT", "PAUSE", "300", "ALL").Err(); err != nil {
-		t.Fatal(err)
-	}
-	var allowed atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range flood {
-		wg.Go(func() {
-			<-start
-			r, err := l.Allow(ctx, "flood", 1)
-			if err != nil {
-				t.Error(err)
-			}
-			if r.Allowed {
-				allowed.Add(1)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	time.Sleep(400 * time.Millisecond) // the pause ends; the charges are sent
-	for range 20 {
-		r, err := l.Allow(ctx, "flood", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Allowed {
-			allowed.Add(1)
-		}
-	}
-	if n := allowed.Load(); n != rate {
-		t.Fatalf("%d admitted across the pause, want exactly %d", n, rate)
 	}
 }
