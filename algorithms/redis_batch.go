@@ -45,8 +45,9 @@ type keyQueue struct {
 // it, and to done when its answer is delivered; it moves to abandoned when
 // its deadline passes first, and is then decided by the failure mode. A
 // request admitted locally before Redis decided it is sent all the same as
-// a charge, a waiter of its own at the head of the line, so that Redis
-// counts what this process admitted (its answer is not read).
+// a charge, a waiter of its own in the key's line of charges, which goes
+// before its waiters, so that Redis counts what this process admitted (its
+// answer is not read).
 const (
 	waiterQueued int32 = iota
 	waiterSent

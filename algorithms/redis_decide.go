@@ -200,21 +200,16 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 // admits is charged to Redis ahead of every request still in line, so that
 // Redis counts it before it decides them (see batcher.decideAndCharge).
 func (l *redisLimiter) decideLocally(key string, w *waiter, held bool, cause error) (Result, error) {
-	g := l.guard
-	if g.mode != FailLocal {
-		return l.fail(key, w.cost, cause)
-	}
-	g.logFailure(cause)
-	if res, ok := g.denials.lookup(l, key, w.cost, g.clock()); ok {
-		return res, nil // Redis's denial holds: nothing to charge
-	}
-	res, start, err := g.batcher.decideAndCharge(l, key, w.cost, held, func() (Result, error) {
-		return l.local(key, w.cost)
+	b := l.guard.batcher
+	return l.failVia(key, w.cost, cause, func(key string, cost int) (Result, error) {
+		res, start, err := b.decideAndCharge(l, key, cost, held, func() (Result, error) {
+			return l.local(key, cost)
+		})
+		if start != nil {
+			go b.run(start)
+		}
+		return res, err
 	})
-	if start != nil {
-		go g.batcher.run(start)
-	}
-	return res, err
 }
 
 // answered returns a delivered waiter's answer, or the failure mode's when
@@ -248,6 +243,11 @@ var (
 // fail decides a request that Redis could not, by the store's FailureMode,
 // and logs why (at most once a second).
 func (l *redisLimiter) fail(key string, cost int, cause error) (Result, error) {
+	return l.failVia(key, cost, cause, l.local)
+}
+
+// failVia is fail with local as the twin's decision under FailLocal.
+func (l *redisLimiter) failVia(key string, cost int, cause error, local func(key string, cost int) (Result, error)) (Result, error) {
 	g := l.guard
 	g.logFailure(cause)
 	switch g.mode {
@@ -261,7 +261,7 @@ func (l *redisLimiter) fail(key string, cost int, cause error) (Result, error) {
 	if res, ok := g.denials.lookup(l, key, cost, g.clock()); ok {
 		return res, nil
 	}
-	return l.local(key, cost)
+	return local(key, cost)
 }
 
 // local is the local twin's decision of a request Redis could not decide.
