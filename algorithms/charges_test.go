@@ -95,14 +95,16 @@ func clientAndAdmin(t *testing.T) (client, admin *redis.Client) {
 // intended.
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// A charge for a local admission goes ahead of every waiter still in its
-// key's line, and the next call sends the charges first, then the waiters
-// in arrival order. A refused request queues no charge. A request whose
-// waiter still holds its place in a full line is charged all the same; one
-// that holds none is not, when the line is full.
-func TestChargesGoAheadOfTheLine(t *testing.T) {
+// A local admission adds its cost to its key's owed charge, one number
+// however many requests; a refused request adds nothing; the key's next
+// take carries the charge with the waiters, in the same lock; a charge
+// whose call failed stays owed under the same call id, and new admissions
+// wait beside it; a full table refuses a key it has no room for.
+func TestChargeLine(t *testing.T) {
 	b := newBatcher(1, 100, 256, 64)
-	l := &redisLimiter{}
+	b.retrying = true // no retrier: this test sends nothing
+	b.maxOwed = 2
+	l := &redisLimiter{alg: FixedWindow, limits: []Limit{PerMinute(10)}, guard: &guard{ids: newCallIDs(), batcher: b}}
 	deadline := time.Now().Add(time.Minute)
 	var line []*waiter
 	for i := range 100 {
@@ -114,32 +116,51 @@ func TestChargesGoAheadOfTheLine(t *testing.T) {
 	}
 	admit := func() (Result, error) { return Result{Allowed: true, Decider: DecidedLocally}, nil }
 	refuse := func() (Result, error) { return Result{Decider: DecidedLocally}, nil }
+	charge := func(key string, cost int, decide func() (Result, error)) Result {
+		t.Helper()
+		res, err := b.decideAndCharge(l, key, cost, decide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	charge("k", 7, admit)
+	charge("k", 8, refuse) // refused: no charge
+	charge("k", 5, admit)
+	if o := b.owed[queueKey{l, "k"}]; o == nil || o.cost != 12 || len(b.queues[queueKey{l, "k"}].waiters) != 100 {
+		t.Fatalf("owed %+v; want 12 and the line untouched", o)
+	}
 	q := b.queues[queueKey{l, "k"}]
-	charges := func() []int {
-		var costs []int
-		for _, c := range q.charges {
-			costs = append(costs, c.cost)
-		}
-		return costs
+	sent, taken := b.take(q, time.Now(), 10, true)
+	if len(sent) != 10 || taken.cost != 12 || taken.id == 0 {
+		t.Fatalf("sent %d, charge %+v; want 10 waiters and the charge of 12", len(sent), taken)
 	}
-	b.decideAndCharge(l, "k", 7, true, admit)  // the line is full: held, charged
-	b.decideAndCharge(l, "k", 8, true, refuse) // refused: no charge
-	b.decideAndCharge(l, "k", 9, false, admit) // full, and holding no place: none
-	b.decideAndCharge(l, "k", 5, true, admit)  // held again: charged
-	if got := charges(); len(got) != 2 || got[0] != 7 || got[1] != 5 || len(q.waiters) != 100 {
-		t.Fatalf("charges %v, line %d; want [7 5] and the line untouched", got, len(q.waiters))
-	}
-	sent := b.take(q, time.Now(), 10)
-	if len(sent) != 10 || sent[0].cost != 7 || sent[1].cost != 5 {
-		t.Fatalf("sent %d, first costs %d %d; want the charges first", len(sent), sent[0].cost, sent[1].cost)
-	}
-	for i, w := range sent[2:] {
+	for i, w := range sent {
 		if w != line[i] {
-			t.Fatalf("sent[%d] is not the line's waiter %d: the line must follow in arrival order", i+2, i)
+			t.Fatalf("sent[%d] is not the line's waiter %d: the line must follow in arrival order", i, i)
 		}
 	}
-	if b.waiting != 100+2-10 {
-		t.Fatalf("waiting %d, want %d", b.waiting, 92)
+	if _, again := b.take(q, time.Now(), 10, true); again.cost != 0 {
+		t.Fatalf("a charge in flight was taken twice: %+v", again)
+	}
+	charge("k", 3, admit) // owed beside the charge in flight
+	failed := []*scriptCall{{}}
+	if b.settleCharges([]chargeTaken{taken}, failed) {
+		t.Fatal("a call that did not run reported counted")
+	}
+	_, retry := b.take(q, time.Now(), 10, true)
+	if retry.id != taken.id || retry.cost != 12 {
+		t.Fatalf("retry %+v; want the same id %d and cost 12, the new 3 kept apart", retry, taken.id)
+	}
+	// The table holds two keys: a third key is refused, unasked.
+	charge("j", 1, admit)
+	asked := false
+	res := charge("i", 1, func() (Result, error) { asked = true; return admit() })
+	if asked || res.Allowed {
+		t.Fatalf("a key with no room in a full table: asked %v, %+v; want a refusal", asked, res)
+	}
+	if b.waiting != 100-30 { // three takes of ten
+		t.Fatalf("waiting %d, want %d", b.waiting, 70)
 	}
 }
 

@@ -210,7 +210,7 @@ func TestPipelineReloadsScripts(t *testing.T) {
 	}
 	jobs := []*job{{l: l, key: "a", costs: []int{1}}, {l: o, key: "x", costs: []int{1, 1}},
 		{l: l, key: "b", costs: []int{2, 2}}, {l: l, key: "c", costs: []int{4}}}
-	if err := run(ctx, jobs); err != nil {
+	if err := run(ctx, jobs, nil); err != nil {
 		t.Fatal(err)
 	}
 	if counter.pipelineCmds["evalsha"] != 2 || counter.pipelineCmds["eval"] != 2 || counter.largestCall != 3 {
@@ -250,7 +250,7 @@ func TestGroupedCallIsolatesErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := []*job{{l: l, key: "a", costs: []int{1}}, {l: l, key: "broken", costs: []int{1}}, {l: l, key: "b", costs: []int{1, 1, 1}}}
-	if err := run(ctx, jobs); err != nil {
+	if err := run(ctx, jobs, nil); err != nil {
 		t.Fatalf("health %v, want nil: Redis answered", err)
 	}
 	if jobs[1].err == nil || classify(jobs[1].err) != ErrorScript || !strings.Contains(jobs[1].err.Error(), "WRONGTYPE") {

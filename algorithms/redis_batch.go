@@ -22,6 +22,12 @@ type batcher struct {
 	free    []*keyQueue // queues of keys flushed empty, for reuse
 	active  int         // flushers running
 	waiting int         // waiters queued, all keys
+
+	// The charge line (see redis_charges.go): what each key owes Redis
+	// for requests admitted locally, at most maxOwed keys.
+	owed     map[queueKey]*owedCharge
+	maxOwed  int
+	retrying bool // the charge retrier runs
 }
 
 type queueKey struct {
@@ -31,29 +37,21 @@ type queueKey struct {
 
 // keyQueue holds one key's waiters. scheduled is set while the key is in
 // ready or being flushed, so that one key has at most one call in flight.
-//
-// charges are the key's charges for requests admitted locally (see
-// decideAndCharge): a line of their own, sent before the waiters.
 type keyQueue struct {
 	id        queueKey
 	waiters   []*waiter
-	charges   []*waiter
 	scheduled bool
 }
 
 // Waiter states. A waiter moves from queued to sent when its flusher takes
 // it, and to done when its answer is delivered; it moves to abandoned when
-// its deadline passes first, and is then decided by the failure mode. A
-// request admitted locally before Redis decided it is sent all the same as
-// a charge, a waiter of its own in the key's line of charges, which goes
-// before its waiters, so that Redis counts what this process admitted (its
-// answer is not read).
+// its deadline passes first, and is then decided by the failure mode; what
+// the twin then admits is owed to Redis (see redis_charges.go).
 const (
 	waiterQueued int32 = iota
 	waiterSent
 	waiterDone
 	waiterAbandoned
-	waiterCharge
 	// waiterDropped: taken from the queue unsent, its deadline too close
 	// for a round trip; its owner gives up by itself.
 	waiterDropped
@@ -69,6 +67,12 @@ type waiter struct {
 	res      Result
 	err      error
 	done     chan struct{} // receives once the answer is delivered
+
+	// Of a waiter abandoned after it was sent, under the batcher's lock:
+	// what its call did, once known, and the cost the twin admitted
+	// meanwhile (see decideSent).
+	outcome   int8
+	localCost int
 }
 
 // call is what the waiters of one script call share.
@@ -89,20 +93,28 @@ func newWaiter(cost int, deadline time.Time, probe bool) *waiter {
 	w := waiters.Get().(*waiter)
 	w.cost, w.deadline, w.probe, w.call = cost, deadline, probe, nil
 	w.res, w.err = Result{}, nil
+	w.outcome, w.localCost = outcomeUnknown, 0
 	w.state.Store(waiterQueued)
 	return w
 }
 
-// deliver hands a sent waiter its answer, unless it was abandoned.
-func (w *waiter) deliver(res Result, err error) {
+// deliver hands a sent waiter its answer, unless it was abandoned; it
+// reports whether it did.
+func (w *waiter) deliver(res Result, err error) bool {
+	if w.state.Load() != waiterSent {
+		return false
+	}
 	w.res, w.err = res, err
 	if w.state.CompareAndSwap(waiterSent, waiterDone) {
 		w.done <- struct{}{}
+		return true
 	}
+	return false
 }
 
 func newBatcher(maxActive, maxWaiting, maxBatch, maxKeys int) *batcher {
-	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, maxKeys: maxKeys, queues: map[queueKey]*keyQueue{}}
+	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, maxKeys: maxKeys,
+		queues: map[queueKey]*keyQueue{}, owed: map[queueKey]*owedCharge{}, maxOwed: DefaultMaxOwedKeys}
 }
 
 // submit queues w for key of l. It reports false, queuing nothing, when
@@ -119,31 +131,6 @@ func (b *batcher) submit(l *redisLimiter, key string, w *waiter) (*keyQueue, boo
 	q := b.queueLocked(l, key)
 	q.waiters = append(q.waiters, w)
 	return b.scheduleLocked(q), true
-}
-
-// decideAndCharge decides a request of cost for key locally with decide
-// and, when decide admits it, queues a charge of cost ahead of the key's
-// line of waiters, so that Redis counts the admission before it decides
-// them; it returns decide's answer and a queue to start a flusher for. Both
-// happen under b.mu, so that no call for the key is sent between the two
-// and a refused request is never charged. held says the request's own
-// waiter still holds a place in the line: its charge then takes that place
-// over, even when maxWaiting decisions wait (otherwise a full line would
-// lose the charges of the very flood it holds). Queuing takes constant time
-// however long the line.
-func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, held bool, decide func() (Result, error)) (Result, *keyQueue, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	res, err := decide()
-	if err != nil || !res.Allowed || res.Decider != DecidedLocally || !held && b.waiting >= b.maxWaiting {
-		return res, nil, err
-	}
-	b.waiting++
-	charge := newWaiter(cost, time.Time{}, false)
-	charge.state.Store(waiterCharge)
-	q := b.queueLocked(l, key)
-	q.charges = append(q.charges, charge)
-	return res, b.scheduleLocked(q), nil
 }
 
 // queueLocked returns key's queue, made (or reused) if it has none. b.mu
@@ -195,9 +182,20 @@ func (b *batcher) scheduleLocked(q *keyQueue) *keyQueue {
 // It sends the caller's waiter alone (the first of a key that had none): a
 // request that joined the key meanwhile may have a later deadline, which
 // would hold the caller past its own.
+//
+// A key that owes a charge is flushed by a flusher instead, which sends
+// the charge ahead of the request: a charge needs a call's full time, not
+// what is left of one request's deadline.
 func (b *batcher) flushInline(q *keyQueue) {
 	g := q.id.l.guard
-	if w := b.take(q, g.clock(), 1); len(w) > 0 {
+	b.mu.Lock()
+	owes := b.ownsChargeLocked(q.id)
+	b.mu.Unlock()
+	if owes {
+		go b.run(q)
+		return
+	}
+	if w, _ := b.take(q, g.clock(), 1, false); len(w) > 0 {
 		flushAll(g, []keyBatch{{l: q.id.l, key: q.id.key, waiters: w}}, true)
 	}
 	if n := b.next([]*keyQueue{q}); n != nil {
@@ -214,8 +212,9 @@ func (b *batcher) run(q *keyQueue) {
 		now := g.clock()
 		batches := make([]keyBatch, 0, len(qs))
 		for _, q := range qs {
-			if w := b.take(q, now, b.maxBatch); len(w) > 0 {
-				batches = append(batches, keyBatch{l: q.id.l, key: q.id.key, waiters: w})
+			w, charge := b.take(q, now, b.maxBatch, true)
+			if len(w) > 0 || charge.cost > 0 {
+				batches = append(batches, keyBatch{l: q.id.l, key: q.id.key, waiters: w, charge: charge})
 			}
 		}
 		if len(batches) > 0 {
@@ -240,38 +239,31 @@ func (b *batcher) gather(q *keyQueue) []*keyQueue {
 }
 
 // take removes up to most waiters from q and marks them sent, dropping
-// those that were abandoned meanwhile. A waiter whose deadline is too close
-// for a round trip is not sent but left to give up by itself: it waited in
-// this process, which is no failure of Redis.
-func (b *batcher) take(q *keyQueue, now time.Time, most int) []*waiter {
+// those that were abandoned meanwhile, and, when withCharge says so, takes
+// the key's owed charge, all under one lock: a charge the twin added
+// before is sent ahead of these waiters (see redis_charges.go). A waiter
+// whose deadline is too close for a round trip is not sent but left to give
+// up by itself: it waited in this process, which is no failure of Redis.
+func (b *batcher) take(q *keyQueue, now time.Time, most int, withCharge bool) ([]*waiter, chargeTaken) {
 	b.mu.Lock()
-	nc := min(len(q.charges), most)
-	n := min(len(q.waiters), most-nc)
-	batch := make([]*waiter, nc+n)
-	copy(batch, q.charges[:nc])
-	copy(batch[nc:], q.waiters[:n])
-	rest := copy(q.charges, q.charges[nc:])
-	clear(q.charges[rest:])
-	q.charges = q.charges[:rest]
-	rest = copy(q.waiters, q.waiters[n:])
+	defer b.mu.Unlock()
+	var charge chargeTaken
+	if withCharge {
+		charge, _ = b.takeChargeLocked(q.id)
+	}
+	n := min(len(q.waiters), most)
+	batch := make([]*waiter, n)
+	copy(batch, q.waiters[:n])
+	rest := copy(q.waiters, q.waiters[n:])
 	clear(q.waiters[rest:])
 	q.waiters = q.waiters[:rest]
-	b.waiting -= nc + n
-	defer b.mu.Unlock()
+	b.waiting -= n
 
-	// Under the lock, so that a charge queued ahead of the line (see
-	// decideAndCharge) is sent before every waiter still queued.
 	c := &call{}
 	sent := batch[:0]
 	for _, w := range batch {
-		if w.state.Load() == waiterCharge {
-			w.call = c
-			sent = append(sent, w)
-			continue
-		}
 		if w.deadline.Sub(now) < minRoundTrip {
-			// Out of the line now: should its owner admit it locally, the
-			// charge must be queued anew (see Allow).
+			// Out of the line now: its owner decides it by itself.
 			w.state.CompareAndSwap(waiterQueued, waiterDropped)
 			continue
 		}
@@ -281,7 +273,7 @@ func (b *batcher) take(q *keyQueue, now time.Time, most int) []*waiter {
 			c.probe = c.probe || w.probe
 		}
 	}
-	return sent
+	return sent, charge
 }
 
 // next returns the key the flusher that just flushed qs serves next: the
@@ -291,10 +283,10 @@ func (b *batcher) next(qs []*keyQueue) *keyQueue {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, q := range qs {
-		if len(q.waiters) == 0 && len(q.charges) == 0 {
+		if len(q.waiters) == 0 {
 			q.scheduled = false
 			delete(b.queues, q.id)
-			if len(b.free) < maxFreeQueues && cap(q.waiters) <= maxFreeLine && cap(q.charges) <= maxFreeLine {
+			if len(b.free) < maxFreeQueues && cap(q.waiters) <= maxFreeLine {
 				q.id = queueKey{}
 				b.free = append(b.free, q)
 			}

@@ -16,6 +16,8 @@ type scriptCall struct {
 	keys []string
 	args []any
 	cmd  *redis.Cmd
+
+	charge bool // it sends an owed charge: no jobs, and its reply is not read
 }
 
 // callsOf groups jobs into script calls, in order of first appearance:
@@ -82,6 +84,12 @@ func (c *scriptCall) assemble() {
 // error for one key).
 func (c *scriptCall) read() error {
 	reply, err := c.cmd.Text()
+	if c.charge {
+		if err != nil {
+			return scriptError(c.l.alg, err)
+		}
+		return nil
+	}
 	if err != nil {
 		err = scriptError(c.l.alg, err)
 		for _, j := range c.jobs {

@@ -180,36 +180,20 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 	if errors.Is(ctxErr, context.Canceled) {
 		return l.ended(ctx, key, cost, ctxErr)
 	}
-	cause := errSaturated
-	if ctxErr != nil {
+	cause := errQueuedPastDeadline
+	switch {
+	case ctxErr != nil:
 		cause = fmt.Errorf("%w before Redis answered", ctxErr)
+	case sent:
+		cause = errNoAnswer
 	}
 	if sent {
-		// Redis may yet count it, from the call in flight: no charge.
-		if ctxErr == nil {
-			cause = errNoAnswer
-		}
-		return l.fail(key, cost, cause)
-	}
-	return l.decideLocally(key, w, queued, cause)
-}
-
-// decideLocally decides by the failure mode the request of a waiter that
-// left the line unsent; held says the waiter is still in the line (it was
-// abandoned there, not dropped from it). Under FailLocal a request the twin
-// admits is charged to Redis ahead of every request still in line, so that
-// Redis counts it before it decides them (see batcher.decideAndCharge).
-func (l *redisLimiter) decideLocally(key string, w *waiter, held bool, cause error) (Result, error) {
-	b := l.guard.batcher
-	return l.failVia(key, w.cost, cause, func(key string, cost int) (Result, error) {
-		res, start, err := b.decideAndCharge(l, key, cost, held, func() (Result, error) {
-			return l.local(key, cost)
+		// Its call may yet count it: owed only if it turns out not to.
+		return l.failVia(key, cost, cause, func(key string, cost int) (Result, error) {
+			return g.batcher.decideSent(l, key, w, func() (Result, error) { return l.twinDecides(key, cost) })
 		})
-		if start != nil {
-			go b.run(start)
-		}
-		return res, err
-	})
+	}
+	return l.fail(key, cost, cause)
 }
 
 // answered returns a delivered waiter's answer, or the failure mode's when
@@ -235,13 +219,15 @@ func (l *redisLimiter) ended(ctx context.Context, key string, cost int, err erro
 
 // Why Redis did not decide, for the log.
 var (
-	errBreakerOpen = errors.New("algorithms: redis: breaker open")
-	errSaturated   = errors.New("algorithms: redis: too many decisions waiting in this process")
-	errNoAnswer    = errors.New("algorithms: redis: no answer within the deadline")
+	errBreakerOpen        = errors.New("algorithms: redis: breaker open")
+	errSaturated          = errors.New("algorithms: redis: too many decisions waiting in this process")
+	errQueuedPastDeadline = errors.New("algorithms: redis: the deadline passed before a connection was free to send the decision")
+	errNoAnswer           = errors.New("algorithms: redis: no answer within the deadline")
 )
 
 // fail decides a request that Redis could not, by the store's FailureMode,
-// and logs why (at most once a second).
+// and logs why (at most once a second). What the twin admits is owed to
+// Redis (see redis_charges.go).
 func (l *redisLimiter) fail(key string, cost int, cause error) (Result, error) {
 	return l.failVia(key, cost, cause, l.local)
 }
@@ -264,8 +250,14 @@ func (l *redisLimiter) failVia(key string, cost int, cause error, local func(key
 	return local(key, cost)
 }
 
-// local is the local twin's decision of a request Redis could not decide.
+// local is the local twin's decision of a request Redis could not decide,
+// charged to Redis when it admits.
 func (l *redisLimiter) local(key string, cost int) (Result, error) {
+	return l.guard.batcher.decideAndCharge(l, key, cost, func() (Result, error) { return l.twinDecides(key, cost) })
+}
+
+// twinDecides is the local twin's decision of a request.
+func (l *redisLimiter) twinDecides(key string, cost int) (Result, error) {
 	var res Result
 	lerr := checkRequest(l.alg, l.twin.limits, key, cost)
 	if lerr == nil {

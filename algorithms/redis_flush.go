@@ -32,7 +32,14 @@ func flushAll(g *guard, batches []keyBatch, inline bool) {
 	deadline := sent
 	jobs := make([]*job, 0, len(batches))
 	slab := make([]job, len(batches)) // one allocation for the flush's jobs
+	var charges []chargeTaken
 	for n, kb := range batches {
+		if kb.charge.cost > 0 {
+			charges = append(charges, kb.charge)
+		}
+		if len(kb.waiters) == 0 {
+			continue
+		}
 		probe = probe || kb.waiters[0].call.probe
 		j := &slab[n]
 		if !kb.l.prepare(j, kb.key, kb.waiters, sent) {
@@ -45,7 +52,7 @@ func flushAll(g *guard, batches []keyBatch, inline bool) {
 		}
 		jobs = append(jobs, j)
 	}
-	if len(jobs) == 0 {
+	if len(jobs) == 0 && len(charges) == 0 {
 		if probe {
 			g.breaker.CancelProbe()
 		}
@@ -58,7 +65,7 @@ func flushAll(g *guard, batches []keyBatch, inline bool) {
 	if !inline {
 		deadline = deadline.Add(g.callTimeout())
 	}
-	health := run(g.wheel.contextFor(deadline.Sub(sent)), jobs)
+	health := run(g.wheel.contextFor(deadline.Sub(sent)), jobs, charges)
 	// An error reply (OOM, say) is Redis answering: the key is decided
 	// locally, but the breaker, which keeps every key away from Redis,
 	// opens only for a Redis that cannot be reached or does not answer.
@@ -73,6 +80,7 @@ type keyBatch struct {
 	l       *redisLimiter
 	key     string
 	waiters []*waiter
+	charge  chargeTaken // the key's owed charge, sent first; none when its cost is 0
 }
 
 // prepare answers the waiters the denial cache now covers (a denial in the
@@ -103,16 +111,29 @@ func (l *redisLimiter) prepare(j *job, key string, batch []*waiter, sent time.Ti
 
 // run sends the jobs' script calls: alone as a plain call, the others
 // grouped into as few calls as the client's sharding allows (see callsOf),
-// and those calls in one pipeline. It returns the error that says most
-// about Redis's health: nil when Redis answered every call, even with an
-// error reply.
-func run(ctx context.Context, jobs []*job) error {
-	if len(jobs) == 1 {
+// and those calls in one pipeline, after a call per owed charge, which
+// Redis thus counts before it decides the jobs. It returns the error that
+// says most about Redis's health: nil when Redis answered every call, even
+// with an error reply.
+func run(ctx context.Context, jobs []*job, charges []chargeTaken) error {
+	if len(jobs) == 1 && len(charges) == 0 {
 		j := jobs[0]
 		j.results, j.err = j.l.decide(ctx, j.key, j.costs, j.resultBuf[:])
 		return j.err
 	}
-	return runCalls(ctx, jobs[0].l.client, callsOf(jobs))
+	var calls []*scriptCall
+	if len(charges) > 0 {
+		calls = chargeCalls(charges)
+	}
+	if len(jobs) > 0 {
+		calls = append(calls, callsOf(jobs)...)
+	}
+	b := calls[0].l.guard.batcher
+	health := runCalls(ctx, calls[0].l.client, calls)
+	if len(charges) > 0 {
+		b.settleCharges(charges, calls[:len(charges)])
+	}
+	return health
 }
 
 // finish delivers a job's answers, or its error, and remembers a denial.
@@ -123,19 +144,32 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 		if g.observer != nil {
 			g.observer.StoreError(classify(j.err))
 		}
+		var gone []*waiter
 		for _, w := range j.live {
-			w.deliver(Result{}, j.err)
+			if !w.deliver(Result{}, j.err) {
+				gone = append(gone, w)
+			}
+		}
+		if len(gone) > 0 {
+			g.batcher.learnOutcome(l, j.key, gone, make([]bool, len(gone)))
 		}
 		return
 	}
 	// Remember the denial of the smallest cost: it covers the most. (A
 	// waiter is not touched once delivered: its owner may reuse it.)
 	denied := -1
+	var gone []*waiter
+	var counted []bool
 	for i, w := range j.live {
 		if !j.results[i].Allowed && (denied < 0 || j.costs[i] < j.costs[denied]) {
 			denied = i
 		}
-		w.deliver(j.results[i], nil)
+		if !w.deliver(j.results[i], nil) {
+			gone, counted = append(gone, w), append(counted, j.results[i].Allowed)
+		}
+	}
+	if len(gone) > 0 {
+		g.batcher.learnOutcome(l, j.key, gone, counted)
 	}
 	if denied >= 0 {
 		g.denials.remember(l, j.key, j.costs[denied], sent, j.results[denied])
