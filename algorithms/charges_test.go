@@ -118,7 +118,7 @@ func TestChargeLine(t *testing.T) {
 	refuse := func() (Result, error) { return Result{Decider: DecidedLocally}, nil }
 	charge := func(key string, cost int, decide func() (Result, error)) Result {
 		t.Helper()
-		res, err := b.decideAndCharge(l, key, cost, decide)
+		res, err := b.decideAndCharge(l, key, cost, 0, decide)
 		if err != nil {
 			t.Fatal(err)
 		}

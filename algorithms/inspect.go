@@ -62,6 +62,8 @@ func (l *redisLimiter) Reset(ctx context.Context, key string) error {
 		return fmt.Errorf("algorithms: redis reset: %w", err)
 	}
 	l.guard.denials.forget(l, key)
+	l.guard.said.forget(l, key)
+	l.guard.batcher.forgetCharge(l, key)
 	return l.twin.Reset(ctx, key)
 }
 

@@ -73,6 +73,7 @@ type waiter struct {
 	// meanwhile (see decideSent).
 	outcome   int8
 	localCost int
+	doubt     uint64 // of a waiter whose call failed: see doubtOf
 }
 
 // call is what the waiters of one script call share.
@@ -93,7 +94,7 @@ func newWaiter(cost int, deadline time.Time, probe bool) *waiter {
 	w := waiters.Get().(*waiter)
 	w.cost, w.deadline, w.probe, w.call = cost, deadline, probe, nil
 	w.res, w.err = Result{}, nil
-	w.outcome, w.localCost = outcomeUnknown, 0
+	w.outcome, w.localCost, w.doubt = outcomeUnknown, 0, 0
 	w.state.Store(waiterQueued)
 	return w
 }

@@ -1,8 +1,14 @@
 package algorithms
 
 import (
+	"errors"
+	"math"
+	"net"
 	"strconv"
+	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The charge line: what this process admitted without Redis, owed to it.
@@ -65,7 +71,14 @@ type chargeTaken struct {
 // the key has no entry and the table is full, unless force says the
 // admission was made already (its charge is then kept beyond the bound:
 // at most one per request in flight). b.mu is held.
-func (b *batcher) chargeLocked(key queueKey, cost int, force bool) bool {
+//
+// doubt says what the admission's own call may have done (see doubtOf):
+// noCharge, nothing to charge; 0, charge it; a call id, charge it unless
+// that call ran, by sending the charge under the call's id.
+func (b *batcher) chargeLocked(key queueKey, cost int, force bool, doubt uint64) bool {
+	if doubt == noCharge {
+		return true
+	}
 	o := b.owed[key]
 	if o == nil {
 		if !force && len(b.owed) >= b.maxOwed {
@@ -74,8 +87,38 @@ func (b *batcher) chargeLocked(key queueKey, cost int, force bool) bool {
 		o = &owedCharge{}
 		b.owed[key] = o
 	}
-	o.cost += int64(cost)
+	switch {
+	case doubt != 0 && !o.busy && (o.doubt == 0 || o.id == doubt):
+		o.doubt += int64(cost)
+		o.id = doubt
+	default:
+		// Not sent under its call's id: charged whatever that call did,
+		// which errs on the strict side.
+		o.cost += int64(cost)
+	}
+	b.startRetrierLocked()
 	return true
+}
+
+// noCharge is the doubt of an admission whose own call may have counted it
+// and cannot be asked (it carried no id).
+const noCharge = math.MaxUint64
+
+// doubtOf says, for a call that failed with err, how to charge what the
+// twin admits in its stead: 0 (charge it) when the call never reached
+// Redis or Redis refused it; else, when it may have run, its id (charge
+// it unless it ran), or noCharge when it carried none.
+func doubtOf(err error, id uint64) uint64 {
+	var opErr *net.OpError
+	var redisErr redis.Error
+	switch {
+	case errors.As(err, &redisErr), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed),
+		errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &opErr) && opErr.Op == "dial":
+		return 0
+	case id != 0:
+		return id
+	}
+	return noCharge
 }
 
 // roomLocked reports whether key may owe a charge. b.mu is held.
@@ -119,6 +162,18 @@ func (b *batcher) settleCharges(taken []chargeTaken, calls []*scriptCall) bool {
 	return all
 }
 
+// forgetCharge drops what key owes, unless a call carries it now: a reset
+// key starts afresh in Redis, and a charge for what was admitted before
+// would take from its new quota.
+func (b *batcher) forgetCharge(l *redisLimiter, key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := queueKey{l, key}
+	if o := b.owed[id]; o != nil && !o.busy {
+		delete(b.owed, id)
+	}
+}
+
 // ownsChargeLocked reports whether key owes a charge. b.mu is held.
 func (b *batcher) ownsChargeLocked(key queueKey) bool { return b.owed[key] != nil }
 
@@ -126,7 +181,7 @@ func (b *batcher) ownsChargeLocked(key queueKey) bool { return b.owed[key] != ni
 // and, when decide admits it, adds cost to the key's owed charge, both
 // under b.mu (see the charge line's invariant above). A key that cannot
 // owe (the table is full) is refused without asking decide.
-func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, decide func() (Result, error)) (Result, error) {
+func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt uint64, decide func() (Result, error)) (Result, error) {
 	id := queueKey{l, key}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -137,8 +192,7 @@ func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, decide 
 	if err != nil || !res.Allowed || res.Decider != DecidedLocally {
 		return res, err
 	}
-	b.chargeLocked(id, cost, false)
-	b.startRetrierLocked()
+	b.chargeLocked(id, cost, false, doubt)
 	return res, nil
 }
 
@@ -167,8 +221,7 @@ func (b *batcher) decideSent(l *redisLimiter, key string, w *waiter, decide func
 	case outcomeUnknown:
 		w.localCost = w.cost
 	case outcomeNotCounted:
-		b.chargeLocked(id, w.cost, false)
-		b.startRetrierLocked()
+		b.chargeLocked(id, w.cost, false, w.doubt)
 	}
 	return res, nil
 }
@@ -185,8 +238,8 @@ func (b *batcher) learnOutcome(l *redisLimiter, key string, ws []*waiter, counte
 			w.outcome = outcomeAdmitted
 			continue
 		}
-		if w.localCost > 0 && b.chargeLocked(queueKey{l, key}, w.localCost, true) {
-			b.startRetrierLocked()
+		if w.localCost > 0 {
+			b.chargeLocked(queueKey{l, key}, w.localCost, true, w.doubt)
 		}
 	}
 }

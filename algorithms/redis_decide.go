@@ -23,6 +23,7 @@ type guard struct {
 	breaker *breaker.Breaker
 	batcher *batcher
 	denials *denials
+	said    *lastSaid    // Redis's last answer per key, for the twin to start from
 	ids     *callIDs     // of the script calls, so that each counts once
 	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
 
@@ -47,7 +48,7 @@ func newGuard(cfg storeConfig, pool int) *guard {
 	rc := cfg.redis
 	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials),
 		wheel:    newDeadlineWheel(),
-		observer: rc.observer, name: cfg.prefix, ids: newCallIDs()}
+		observer: rc.observer, name: cfg.prefix, ids: newCallIDs(), said: newLastSaid()}
 	if g.logger == nil {
 		g.logger = slog.Default()
 	}
@@ -199,10 +200,12 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (Result,
 // answered returns a delivered waiter's answer, or the failure mode's when
 // the call failed, and recycles the waiter.
 func (l *redisLimiter) answered(w *waiter, key string) (Result, error) {
-	res, err, cost := w.res, w.err, w.cost
+	res, err, cost, doubt := w.res, w.err, w.cost, w.doubt
 	waiters.Put(w)
 	if err != nil {
-		return l.fail(key, cost, err)
+		return l.failVia(key, cost, err, func(key string, cost int) (Result, error) {
+			return l.guard.batcher.decideAndCharge(l, key, cost, doubt, func() (Result, error) { return l.twinDecides(key, cost) })
+		})
 	}
 	return res, nil
 }
@@ -253,11 +256,14 @@ func (l *redisLimiter) failVia(key string, cost int, cause error, local func(key
 // local is the local twin's decision of a request Redis could not decide,
 // charged to Redis when it admits.
 func (l *redisLimiter) local(key string, cost int) (Result, error) {
-	return l.guard.batcher.decideAndCharge(l, key, cost, func() (Result, error) { return l.twinDecides(key, cost) })
+	return l.guard.batcher.decideAndCharge(l, key, cost, 0, func() (Result, error) { return l.twinDecides(key, cost) })
 }
 
-// twinDecides is the local twin's decision of a request.
+// twinDecides is the local twin's decision of a request, starting from
+// Redis's last answer for the key when there is one (see lastSaid). The
+// batcher's lock is held.
 func (l *redisLimiter) twinDecides(key string, cost int) (Result, error) {
+	l.startFromRedis(key)
 	var res Result
 	lerr := checkRequest(l.alg, l.twin.limits, key, cost)
 	if lerr == nil {

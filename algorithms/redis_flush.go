@@ -14,6 +14,7 @@ type job struct {
 	costs   []int
 	results []Result
 	err     error
+	id      uint64 // the call's id, when the key had a call of its own
 
 	// The storage of costs and results for a key with one request, the
 	// common case: no allocation of their own.
@@ -118,7 +119,7 @@ func (l *redisLimiter) prepare(j *job, key string, batch []*waiter, sent time.Ti
 func run(ctx context.Context, jobs []*job, charges []chargeTaken) error {
 	if len(jobs) == 1 && len(charges) == 0 {
 		j := jobs[0]
-		j.results, j.err = j.l.decide(ctx, j.key, j.costs, j.resultBuf[:])
+		j.results, j.id, j.err = j.l.decideWithID(ctx, j.key, j.costs, j.resultBuf[:])
 		return j.err
 	}
 	var calls []*scriptCall
@@ -144,8 +145,12 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 		if g.observer != nil {
 			g.observer.StoreError(classify(j.err))
 		}
+		// Whether the call ran is unknown unless it never left: what the
+		// twin admits is then charged unless the call ran (see doubtOf).
+		doubt := doubtOf(j.err, j.id)
 		var gone []*waiter
 		for _, w := range j.live {
+			w.doubt = doubt
 			if !w.deliver(Result{}, j.err) {
 				gone = append(gone, w)
 			}
@@ -174,4 +179,5 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 	if denied >= 0 {
 		g.denials.remember(l, j.key, j.costs[denied], sent, j.results[denied])
 	}
+	g.said.remember(l, j.key, sent, j.results[len(j.live)-1])
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"strconv"
@@ -136,7 +137,7 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 		return nil, fmt.Errorf("%w: with WithInstances(%d) the local limits: %w", ErrInvalidOption, s.cfg.redis.instances, err)
 	}
 	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
-		guard: s.guard, twin: twin.(*memoryLimiter)}
+		guard: s.guard, twin: twin.(*memoryLimiter), instances: s.cfg.redis.instances, salt: rand.Uint64()}
 	args := make([]any, 1, 2+4*len(limits))
 	for _, lim := range limits {
 		p := paramsFor(alg, lim)
@@ -198,6 +199,8 @@ type redisLimiter struct {
 	once      bool // deciding calls carry an id: the client may send them again
 	guard     *guard
 	twin      *memoryLimiter // the same limits in memory, for decisions Redis cannot make
+	instances int            // WithInstances: the twin holds 1/instances of the limits
+	salt      uint64         // tells this limiter's keys from another's in lastSaid
 }
 
 // Policies implements Describer.
@@ -207,6 +210,12 @@ func (l *redisLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
 // and returns their Results, in dst if it has room. Redis errors are
 // returned wrapped.
 func (l *redisLimiter) decide(ctx context.Context, key string, costs []int, dst []Result) ([]Result, error) {
+	res, _, err := l.runInto(ctx, key, costList(costs), len(costs), true, dst)
+	return res, err
+}
+
+// decideWithID is decide, also returning the call's id (0 for none).
+func (l *redisLimiter) decideWithID(ctx context.Context, key string, costs []int, dst []Result) ([]Result, uint64, error) {
 	return l.runInto(ctx, key, costList(costs), len(costs), true, dst)
 }
 
@@ -214,16 +223,19 @@ func (l *redisLimiter) decide(ctx context.Context, key string, costs []int, dst 
 // key. A call that decides carries an id, so that it counts once however
 // often go-redis sends it; a peek needs none.
 func (l *redisLimiter) run(ctx context.Context, key, list string, n int, deciding bool) ([]Result, error) {
-	return l.runInto(ctx, key, list, n, deciding, nil)
+	res, _, err := l.runInto(ctx, key, list, n, deciding, nil)
+	return res, err
 }
 
-// runInto is run with the Results in dst if it has room.
-func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, deciding bool, dst []Result) ([]Result, error) {
+// runInto is run with the Results in dst if it has room, and the call's id.
+func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, deciding bool, dst []Result) ([]Result, uint64, error) {
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)
 	keys, args := call.keys, call.args
+	var id uint64
 	if deciding && l.once {
-		l.keysOf(key, keys, l.guard.ids.id())
+		id = l.guard.ids.id()
+		l.keysOf(key, keys, id)
 	} else {
 		keys, args = keys[:len(l.limits)], args[:len(args)-1]
 		l.keysOf(key, keys, 0)
@@ -231,9 +243,10 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 	args[0] = list
 	reply, err := l.script.Run(ctx, l.client, keys, args...).Text()
 	if err != nil {
-		return nil, scriptError(l.alg, err)
+		return nil, id, scriptError(l.alg, err)
 	}
-	return l.parse(reply, n, dst)
+	res, err := l.parse(reply, n, dst)
+	return res, id, err
 }
 
 // parse reads the script's reply for n requests into dst, or a new slice
