@@ -78,7 +78,10 @@ type Lease struct {
 // lease taken in Redis is removed there with one command within the store's
 // timeout; if Redis cannot be reached the error is returned and the lease
 // expires on its own after the lease duration. A lease taken locally, while
-// Redis could not decide, is released locally.
+// Redis could not decide, is released locally; when Redis may have run the
+// Acquire's call whose reply never came, the lease Redis may hold is also
+// removed there, best effort (it is first tried right after the failed
+// call): it could otherwise hold a slot for the whole lease.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil || l.owner == nil || !l.released.CompareAndSwap(false, true) {
 		return nil

@@ -4,7 +4,10 @@
 -- ARGV[3] the new lease's id. Leases that expired (never released: their
 -- instance crashed) are dropped first. Returns "1 <held> 0" when the lease
 -- is taken (held counts it), or "0 <held> <µs until the earliest lease
--- expires>" when the limit is reached; a denial adds nothing.
+-- expires>" when the limit is reached; a denial adds nothing. A call may
+-- reach Redis twice (a client sends it again when its reply was lost): a
+-- lease id already held is that same acquire, granted without a second
+-- count.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local key = KEYS[1]
@@ -13,6 +16,9 @@ local lease = tonumber(ARGV[2])
 
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 local held = redis.call('ZCARD', key)
+if redis.call('ZSCORE', key, ARGV[3]) then
+  return '1 ' .. string.format('%d', held) .. ' 0'
+end
 if held < limit then
   redis.call('ZADD', key, now + lease, ARGV[3])
   -- The set lives as long as its latest lease; a limiter with a shorter
