@@ -45,6 +45,11 @@ type redisConcurrency struct {
 
 func (l *redisConcurrency) redisKey(key string) string { return l.prefix + hashTagSafe(key) + l.suffix }
 
+// member is a lease's name in Redis: its id and, after a slash, the lease
+// it was taken for, so that the script can bound its expiry when Redis's
+// clock was ahead.
+func (l *redisConcurrency) member(id uint64) string { return member(id) + "/" + l.leaseArg }
+
 // acquireCall is one script call, which may outlive the Acquire that made
 // it: state says who got there first.
 type acquireCall struct {
@@ -100,7 +105,7 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*Lease, err
 		return l.ended(ctx, key, ctx.Err())
 	}
 	id := leaseSeq.Add(1)
-	c := &acquireCall{done: make(chan struct{}), held: redisLease{l.redisKey(key), member(id), id}}
+	c := &acquireCall{done: make(chan struct{}), held: redisLease{l.redisKey(key), l.member(id), id}}
 	go l.call(c, key, deadline, probe)
 
 	var ctxErr error
@@ -235,7 +240,7 @@ func (l *redisConcurrency) release(ctx context.Context, lease *Lease) error {
 	if g.breaker.State() == breaker.Open {
 		return fmt.Errorf("algorithms: redis concurrency release: %w; the lease expires after %s", errBreakerOpen, l.lease)
 	}
-	if err := l.remove(ctx, redisLease{l.redisKey(lease.key), member(lease.id), lease.id}); err != nil {
+	if err := l.remove(ctx, redisLease{l.redisKey(lease.key), l.member(lease.id), lease.id}); err != nil {
 		return fmt.Errorf("algorithms: redis concurrency release (the lease expires after %s): %w", l.lease, err)
 	}
 	return nil
