@@ -127,8 +127,11 @@ func WithConcurrencyRetryAfter(d time.Duration) ConcurrencyOption {
 // store's WithInstances (at least 1), so the limit is never absent;
 // FailOpen lets the request through uncounted and FailClosed refuses it.
 //
-// Limiters with the same limit on one store share each key's slots. It
-// returns ErrInvalidLimit for a limit outside 1 to MaxConcurrency or a lease
+// Concurrency limiters on one store share each key's leases whatever their
+// limits, each counting them all against its own: a rollout that changes
+// the limit runs old and new instances on one lease set, never the two
+// limits side by side. Give unrelated concurrency limits distinct keys (or
+// stores with distinct prefixes). It returns ErrInvalidLimit for a limit outside 1 to MaxConcurrency or a lease
 // outside MinLease to MaxLease, and ErrInvalidOption for a nil store, a
 // store built with invalid options, or an invalid option.
 func NewConcurrency(store Store, limit int, lease time.Duration, opts ...ConcurrencyOption) (ConcurrencyLimiter, error) {

@@ -22,7 +22,7 @@ func (s *RedisStore) newConcurrency(limit int, lease time.Duration, cfg concConf
 	twin := s.local.(*MemoryStore).newConcurrency(shareOfLimit(limit, s.cfg.redis.instances), lease, cfg)
 	return &redisConcurrency{
 		client: s.client, guard: s.guard, limit: limit, lease: lease,
-		prefix: s.cfg.prefix + ":{", suffix: "}:cc:" + strconv.Itoa(limit),
+		prefix: s.cfg.prefix + ":{", suffix: "}:cc",
 		limitArg: strconv.Itoa(limit), leaseArg: strconv.FormatInt(lease.Microseconds(), 10),
 		twin: twin, stats: &holdStats{fixed: cfg.retryAfter},
 		slots: make(chan struct{}, max(poolSize(s.client), 1)),
@@ -30,7 +30,8 @@ func (s *RedisStore) newConcurrency(limit int, lease time.Duration, cfg concConf
 }
 
 // redisConcurrency is a concurrency limit in Redis. Keys are
-// "<prefix>:{<key>}:cc:<limit>", hash-tagged like the rate limits' keys.
+// "<prefix>:{<key>}:cc", hash-tagged like the rate limits' keys. They name
+// no maximum: limiters of a rollout that changes it share one lease set.
 type redisConcurrency struct {
 	client             redis.UniversalClient
 	guard              *guard
