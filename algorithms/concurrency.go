@@ -78,7 +78,10 @@ type Lease struct {
 // lease taken in Redis is removed there with one command within the store's
 // timeout; if Redis cannot be reached the error is returned and the lease
 // expires on its own after the lease duration. A lease taken locally, while
-// Redis could not decide, is released locally.
+// Redis could not decide, is released locally; when Redis may have run the
+// Acquire's call whose reply never came, the lease Redis may hold is also
+// removed there, best effort (it is first tried right after the failed
+// call): it could otherwise hold a slot for the whole lease.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil || l.owner == nil || !l.released.CompareAndSwap(false, true) {
 		return nil
@@ -124,8 +127,11 @@ func WithConcurrencyRetryAfter(d time.Duration) ConcurrencyOption {
 // store's WithInstances (at least 1), so the limit is never absent;
 // FailOpen lets the request through uncounted and FailClosed refuses it.
 //
-// Limiters with the same limit on one store share each key's slots. It
-// returns ErrInvalidLimit for a limit outside 1 to MaxConcurrency or a lease
+// Concurrency limiters on one store share each key's leases whatever their
+// limits, each counting them all against its own: a rollout that changes
+// the limit runs old and new instances on one lease set, never the two
+// limits side by side. Give unrelated concurrency limits distinct keys (or
+// stores with distinct prefixes). It returns ErrInvalidLimit for a limit outside 1 to MaxConcurrency or a lease
 // outside MinLease to MaxLease, and ErrInvalidOption for a nil store, a
 // store built with invalid options, or an invalid option.
 func NewConcurrency(store Store, limit int, lease time.Duration, opts ...ConcurrencyOption) (ConcurrencyLimiter, error) {

@@ -51,21 +51,19 @@ func (e *concEntry) collect(now int64) {
 	e.first = first
 }
 
-// newConcurrency returns a limiter on the state of limit, shared by every
-// limiter of the same limit on s.
+// newConcurrency returns a limiter on the store's leases, shared by every
+// concurrency limiter on s whatever its maximum, as on Redis: limiters of
+// a rollout that changes the maximum count the same leases.
 func (s *MemoryStore) newConcurrency(limit int, lease time.Duration, cfg concConfig) *memoryConcurrency {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.conc[limit]
+	st := s.conc
 	if st == nil {
-		if s.conc == nil {
-			s.conc = map[int]*concurrencyState{}
-		}
 		st = &concurrencyState{clock: s.cfg.clock, sweep: s.cfg.sweep.Microseconds(), seed: maphash.MakeSeed()}
 		for i := range st.shards {
 			st.shards[i].keys = map[string]*concEntry{}
 		}
-		s.conc[limit] = st
+		s.conc = st
 	}
 	return &memoryConcurrency{state: st, limit: limit, lease: lease.Microseconds(), stats: &holdStats{fixed: cfg.retryAfter}}
 }

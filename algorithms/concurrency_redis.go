@@ -22,7 +22,7 @@ func (s *RedisStore) newConcurrency(limit int, lease time.Duration, cfg concConf
 	twin := s.local.(*MemoryStore).newConcurrency(shareOfLimit(limit, s.cfg.redis.instances), lease, cfg)
 	return &redisConcurrency{
 		client: s.client, guard: s.guard, limit: limit, lease: lease,
-		prefix: s.cfg.prefix + ":{", suffix: "}:cc:" + strconv.Itoa(limit),
+		prefix: s.cfg.prefix + ":{", suffix: "}:cc",
 		limitArg: strconv.Itoa(limit), leaseArg: strconv.FormatInt(lease.Microseconds(), 10),
 		twin: twin, stats: &holdStats{fixed: cfg.retryAfter},
 		slots: make(chan struct{}, max(poolSize(s.client), 1)),
@@ -30,7 +30,8 @@ func (s *RedisStore) newConcurrency(limit int, lease time.Duration, cfg concConf
 }
 
 // redisConcurrency is a concurrency limit in Redis. Keys are
-// "<prefix>:{<key>}:cc:<limit>", hash-tagged like the rate limits' keys.
+// "<prefix>:{<key>}:cc", hash-tagged like the rate limits' keys. They name
+// no maximum: limiters of a rollout that changes it share one lease set.
 type redisConcurrency struct {
 	client             redis.UniversalClient
 	guard              *guard
@@ -45,13 +46,20 @@ type redisConcurrency struct {
 
 func (l *redisConcurrency) redisKey(key string) string { return l.prefix + hashTagSafe(key) + l.suffix }
 
+// member is a lease's name in Redis: its id and, after a slash, the lease
+// it was taken for, so that the script can bound its expiry when Redis's
+// clock was ahead.
+func (l *redisConcurrency) member(id uint64) string { return member(id) + "/" + l.leaseArg }
+
 // acquireCall is one script call, which may outlive the Acquire that made
 // it: state says who got there first.
 type acquireCall struct {
 	state atomic.Int32 // callPending, then callDelivered or callAbandoned
 	done  chan struct{}
+	held  redisLease // the lease it asks Redis for
 	lease *Lease
 	err   error
+	maybe bool // err, and Redis may have run the script: held may be there
 }
 
 const (
@@ -74,7 +82,7 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*Lease, err
 	}
 	ok, probe := g.breaker.Allow(now)
 	if !ok {
-		return l.fail(key, errBreakerOpen)
+		return l.fail(key, errBreakerOpen, nil)
 	}
 	deadline := now.Add(g.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -90,14 +98,15 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*Lease, err
 		if probe {
 			g.breaker.CancelProbe()
 		}
-		return l.fail(key, errSaturated)
+		return l.fail(key, errSaturated, nil)
 	case <-ctx.Done():
 		if probe {
 			g.breaker.CancelProbe()
 		}
 		return l.ended(ctx, key, ctx.Err())
 	}
-	c := &acquireCall{done: make(chan struct{})}
+	id := leaseSeq.Add(1)
+	c := &acquireCall{done: make(chan struct{}), held: redisLease{l.redisKey(key), l.member(id), id}}
 	go l.call(c, key, deadline, probe)
 
 	var ctxErr error
@@ -115,12 +124,15 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*Lease, err
 	if ctxErr != nil {
 		return l.ended(ctx, key, ctxErr)
 	}
-	return l.fail(key, errNoAnswer)
+	// The call goes on and gives back a lease Redis grants late; the
+	// stand-in gives it back too, should that fail.
+	return l.fail(key, errNoAnswer, &c.held)
 }
 
-// call runs the script and delivers its answer, or, when the Acquire that
-// made it has given up, gives back a lease Redis granted too late: nobody
-// would release it.
+// call runs the script and delivers its answer. It gives back a lease
+// Redis granted that nobody would release: one granted after the Acquire
+// that made it gave up, or one Redis may have granted when the reply was
+// lost (the caller is answered by the FailureMode instead).
 func (l *redisConcurrency) call(c *acquireCall, key string, deadline time.Time, probe bool) {
 	defer func() { <-l.slots }()
 	g := l.guard
@@ -129,13 +141,14 @@ func (l *redisConcurrency) call(c *acquireCall, key string, deadline time.Time, 
 	// Redis's health; past callTimeout it has failed.
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(g.callTimeout()))
 	defer cancel()
-	rkey := l.redisKey(key)
-	id := leaseSeq.Add(1)
-	reply, err := concurrencyScript.Run(ctx, l.client, []string{rkey}, l.limitArg, l.leaseArg, member(id)).Text()
+	h := c.held
+	reply, err := concurrencyScript.Run(ctx, l.client, []string{h.rkey}, l.limitArg, l.leaseArg, h.member).Text()
+	var answered redis.Error // Redis refused the script: it ran nothing
 	if err != nil {
+		c.maybe = !errors.As(err, &answered)
 		err = fmt.Errorf("algorithms: redis concurrency: %w", err)
-	} else {
-		c.lease, err = l.parse(reply, key, id)
+	} else if c.lease, err = l.parse(reply, key, h.id); err != nil {
+		c.maybe = true
 	}
 	g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, probe)
 	if err != nil {
@@ -145,12 +158,15 @@ func (l *redisConcurrency) call(c *acquireCall, key string, deadline time.Time, 
 		}
 	}
 	c.err = err
-	if c.state.CompareAndSwap(callPending, callDelivered) {
+	delivered := c.state.CompareAndSwap(callPending, callDelivered)
+	if delivered {
 		close(c.done)
-		return
 	}
-	if c.lease != nil && c.lease.Allowed {
-		_ = l.client.ZRem(ctx, rkey, member(id)).Err() // else it expires after the lease
+	late := !delivered && c.lease != nil && c.lease.Allowed
+	if late || c.maybe && g.breaker.State() != breaker.Open {
+		// Best effort, else it expires after the lease; a stand-in's
+		// release tries again.
+		_ = l.remove(context.Background(), h)
 	}
 }
 
@@ -173,7 +189,11 @@ func (l *redisConcurrency) parse(reply, key string, id uint64) (*Lease, error) {
 // answered returns a delivered call's lease, or the failure mode's answer.
 func (l *redisConcurrency) answered(c *acquireCall, key string) (*Lease, error) {
 	if c.err != nil {
-		return l.fail(key, c.err)
+		var held *redisLease
+		if c.maybe {
+			held = &c.held
+		}
+		return l.fail(key, c.err, held)
 	}
 	return c.lease, nil
 }
@@ -184,25 +204,32 @@ func (l *redisConcurrency) ended(ctx context.Context, key string, err error) (*L
 	if errors.Is(err, context.Canceled) {
 		return nil, fmt.Errorf("algorithms: %w", context.Cause(ctx))
 	}
-	return l.fail(key, fmt.Errorf("%w before Redis answered", err))
+	return l.fail(key, fmt.Errorf("%w before Redis answered", err), nil)
 }
 
 // fail decides an Acquire that Redis could not, by the store's FailureMode:
-// FailLocal takes a lease of the local twin, released locally.
-func (l *redisConcurrency) fail(key string, cause error) (*Lease, error) {
+// FailLocal takes a lease of the local twin, released locally. held, when
+// not nil, is a lease Redis may hold for this Acquire (its call was sent
+// and never answered): an admitted stand-in removes it when released.
+func (l *redisConcurrency) fail(key string, cause error, held *redisLease) (*Lease, error) {
 	g := l.guard
 	g.logFailure(cause)
+	var lease *Lease
 	switch g.mode {
 	case FailOpen:
-		return &Lease{Allowed: true, Limit: l.limit, Decider: DecidedFailOpen}, nil
+		lease = &Lease{Allowed: true, Limit: l.limit, Decider: DecidedFailOpen}
 	case FailClosed:
 		return &Lease{Limit: l.limit, RetryAfter: time.Second, Decider: DecidedFailClosed}, nil
+	default:
+		var err error
+		if lease, err = l.twin.Acquire(context.Background(), key); err != nil {
+			return nil, err
+		}
+		lease.Decider = DecidedLocally
 	}
-	lease, err := l.twin.Acquire(context.Background(), key)
-	if err != nil {
-		return nil, err
+	if held != nil && lease.Allowed {
+		lease.owner = &standIn{redis: l, local: lease.owner, held: *held}
 	}
-	lease.Decider = DecidedLocally
 	return lease, nil
 }
 
@@ -214,12 +241,47 @@ func (l *redisConcurrency) release(ctx context.Context, lease *Lease) error {
 	if g.breaker.State() == breaker.Open {
 		return fmt.Errorf("algorithms: redis concurrency release: %w; the lease expires after %s", errBreakerOpen, l.lease)
 	}
-	rkey, m := l.redisKey(lease.key), member(lease.id)
-	err := within(ctx, g.timeout, func(ctx context.Context) error { return l.client.ZRem(ctx, rkey, m).Err() })
-	if err != nil {
+	if err := l.remove(ctx, redisLease{l.redisKey(lease.key), l.member(lease.id), lease.id}); err != nil {
 		return fmt.Errorf("algorithms: redis concurrency release (the lease expires after %s): %w", l.lease, err)
 	}
 	return nil
+}
+
+// remove deletes a lease from Redis with one ZREM within the store's
+// timeout.
+func (l *redisConcurrency) remove(ctx context.Context, h redisLease) error {
+	return within(ctx, l.guard.timeout, func(ctx context.Context) error { return l.client.ZRem(ctx, h.rkey, h.member).Err() })
+}
+
+// redisLease names a lease in Redis: its set and its member.
+type redisLease struct {
+	rkey, member string
+	id           uint64
+}
+
+// standIn owns a lease the FailureMode admitted in place of one Redis may
+// hold (the Acquire's call was sent and its reply never came): releasing
+// it releases the local lease, if any, and removes the one in Redis, so
+// that Redis's does not hold a slot for the whole lease.
+type standIn struct {
+	redis *redisConcurrency
+	local leaseOwner // nil for FailOpen
+	held  redisLease
+}
+
+// release implements leaseOwner. Removing Redis's lease is best effort
+// and never an error: the stand-in itself is released, and Redis's lease,
+// if any, expires after the lease. While the breaker is open Redis is not
+// asked.
+func (s *standIn) release(ctx context.Context, lease *Lease) error {
+	var err error
+	if s.local != nil {
+		err = s.local.release(ctx, lease)
+	}
+	if s.redis.guard.breaker.State() != breaker.Open {
+		_ = s.redis.remove(ctx, s.held)
+	}
+	return err
 }
 
 // StoreName returns "redis", for observers.

@@ -160,9 +160,13 @@ func TestMemoryConcurrency(t *testing.T) {
 			t.Fatalf("after two leases expired, acquire %d: %+v", i, lease)
 		}
 	}
-	// A different limit has slots of its own.
-	if lease := mustAcquire(t, mustConcurrency(t, store, 1, time.Second), "k"); !lease.Allowed || lease.InFlight != 1 {
-		t.Fatalf("limit 1 on the same key: %+v", lease)
+	// A different limit counts the same leases against its own (a rollout
+	// that changes the limit shares them).
+	if lease := mustAcquire(t, mustConcurrency(t, store, 1, time.Second), "k"); lease.Allowed || lease.InFlight != 3 {
+		t.Fatalf("limit 1 on the same key: %+v; want denied, the 3 leases held counted", lease)
+	}
+	if lease := mustAcquire(t, mustConcurrency(t, store, 4, time.Second), "k"); !lease.Allowed || lease.InFlight != 4 {
+		t.Fatalf("limit 4 on the same key: %+v; want a fourth lease", lease)
 	}
 }
 

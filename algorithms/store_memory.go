@@ -58,8 +58,8 @@ type MemoryStore struct {
 	shardCap int // entries one shard holds at most
 
 	mu    sync.Mutex
-	specs map[string]uint32         // algorithm and limit -> the id entries are filed under
-	conc  map[int]*concurrencyState // concurrency limit -> its leases (concurrency_memory.go)
+	specs map[string]uint32 // algorithm and limit -> the id entries are filed under
+	conc  *concurrencyState // the leases of every concurrency limit, whatever its maximum (concurrency_memory.go)
 }
 
 // NewMemoryStore returns a store that keeps state in process memory. Options

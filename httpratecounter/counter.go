@@ -47,6 +47,8 @@ type Counter struct {
 	keyHead string // "<prefix>:{"
 	cfg     atomic.Pointer[limiterConfig]
 	breaker *breaker.Breaker
+	ids     *callIDs // nil when the client never resends: no kept replies
+	onceTTL int64    // ms
 }
 
 // limiterConfig is what httprate passed to Config, or why it cannot work.
@@ -71,7 +73,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Counter, error) {
 			return nil, err
 		}
 	}
-	return &Counter{client: client, opts: o, keyHead: o.prefix + ":{", breaker: breaker.New(breaker.Config{}, nil)}, nil
+	c := &Counter{client: client, opts: o, keyHead: o.prefix + ":{", breaker: breaker.New(breaker.Config{}, nil)}
+	if resends(client) {
+		c.ids, c.onceTTL = newCallIDs(), onceTTL(o.timeout).Milliseconds()
+	}
+	return c, nil
 }
 
 // Config implements httprate.LimitCounter; httprate calls it once, when
@@ -170,7 +176,8 @@ func (c *Counter) Increment(key string, currentWindow time.Time) error {
 // IncrementBy implements httprate.LimitCounter: it adds amount to key's
 // count in the window that starts at currentWindow and renews the
 // counter's expiry (two windows and a second, on Redis's clock), in one
-// script call. Under WithStrictLimit the script first checks the limit and
+// script call, which counts once however often go-redis sends it (see
+// callIDs). Under WithStrictLimit the script first checks the limit and
 // refuses an amount that does not fit with ErrLimitExceeded. An amount of 0
 // counts nothing and makes no call; a negative one is refused with
 // ErrMisconfigured, as it would hand quota back.
@@ -197,6 +204,10 @@ func (c *Counter) IncrementBy(key string, currentWindow time.Time, amount int) e
 	} else {
 		keys = []string{c.keyOf(tag, currentWindow)}
 		args = []any{amount, ttl}
+	}
+	if c.ids != nil {
+		keys = append(keys, c.keyHead+tag+"}:once:"+c.ids.id())
+		args = append(args, c.onceTTL)
 	}
 	n, err := withTimeout(c, func(ctx context.Context) (int64, error) {
 		return script.Run(ctx, c.client, keys, args...).Int64()

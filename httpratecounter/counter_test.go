@@ -97,11 +97,15 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-var keyPattern = regexp.MustCompile(`^acct:\{[0-9a-f]{32}\}:[0-9]+$`)
+var (
+	keyPattern  = regexp.MustCompile(`^acct:\{[0-9a-f]{32}\}:[0-9]+$`)
+	oncePattern = regexp.MustCompile(`^acct:\{[0-9a-f]{32}\}:once:[0-9A-Za-z_-]+$`)
+)
 
 // Counts land in the window named, read back by Get; the Redis keys hold
 // only a hash of the httprate key, and expire after two windows and a
-// second.
+// second. Each increment's reply is kept briefly beside them (once.go),
+// under the same hashed tag.
 func TestCountsAndKeys(t *testing.T) {
 	for _, b := range startBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
@@ -137,7 +141,16 @@ func TestCountsAndKeys(t *testing.T) {
 					t.Errorf("strict %v: Get(nobody) = %d, %d, %v; want 0, 0", strict, n, p, err)
 				}
 
-				keys := allKeys(t, ctx, client)
+				keys, kept := splitKept(allKeys(t, ctx, client))
+				if len(kept) != 4 {
+					t.Errorf("strict %v: kept replies %v; want one per increment that counted: 4", strict, kept)
+				}
+				for _, k := range kept {
+					ttl, err := client.PTTL(ctx, k).Result()
+					if !oncePattern.MatchString(k) || err != nil || ttl <= 0 || ttl > onceTTL(testTimeout) {
+						t.Errorf("strict %v: kept reply %q for %v (%v); want prefix, hashed tag, id, within %v", strict, k, ttl, err, onceTTL(testTimeout))
+					}
+				}
 				if len(keys) != 3 {
 					t.Errorf("strict %v: keys %v; want 3 (two windows of one key, one of another)", strict, keys)
 				}
@@ -150,7 +163,7 @@ func TestCountsAndKeys(t *testing.T) {
 						t.Errorf("strict %v: PTTL(%s) = %v, %v; want in (%v, %v]", strict, k, ttl, err, 2*window, 2*window+ttlMargin)
 					}
 				}
-				for _, k := range keys { // one by one: on Cluster they lie in different slots
+				for _, k := range append(keys, kept...) { // one by one: on Cluster they lie in different slots
 					if err := client.Del(ctx, k).Err(); err != nil {
 						t.Fatal(err)
 					}
@@ -158,6 +171,19 @@ func TestCountsAndKeys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// splitKept separates the keys that keep increments' replies from the
+// rest.
+func splitKept(all []string) (keys, kept []string) {
+	for _, k := range all {
+		if strings.Contains(k, ":once:") {
+			kept = append(kept, k)
+		} else {
+			keys = append(keys, k)
+		}
+	}
+	return keys, kept
 }
 
 // allKeys lists every key, on every master of a Cluster.

@@ -28,6 +28,13 @@
 // expiry to two windows and a second, on Redis's clock: the counter is
 // read for the window it counts and the next one, and then disappears.
 //
+// go-redis sends a call again when its reply was lost (a broken connection,
+// a read timeout), after the first may have run. So each increment carries
+// an id, and its script keeps its reply for a few seconds under
+// <prefix>:{<hash>}:once:<id>: a call sent again returns that reply and
+// counts nothing. A Client with MaxRetries -1 never resends, and its
+// increments keep nothing.
+//
 // # What is atomic
 //
 // httprate asks a counter two questions per request, in order: Get (the

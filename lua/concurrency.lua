@@ -1,27 +1,51 @@
 -- A concurrency limit: KEYS[1] is a sorted set of the leases a key holds,
 -- each member a lease id scored by when it expires, in microseconds on
--- Redis's clock. ARGV[1] is the limit, ARGV[2] the lease in microseconds,
--- ARGV[3] the new lease's id. Leases that expired (never released: their
--- instance crashed) are dropped first. Returns "1 <held> 0" when the lease
--- is taken (held counts it), or "0 <held> <µs until the earliest lease
--- expires>" when the limit is reached; a denial adds nothing.
+-- Redis's clock; an id ends in "/<lease µs>", the lease it was taken for.
+-- ARGV[1] is the limit, ARGV[2] the lease in microseconds, ARGV[3] the new
+-- lease's id. Leases that expired (never released: their instance crashed)
+-- are dropped first. Returns "1 <held> 0" when the lease is taken (held
+-- counts it), or "0 <held> <µs until the earliest lease expires>" when the
+-- limit is reached; a denial adds nothing. A call may reach Redis twice (a
+-- client sends it again when its reply was lost): a lease id already held
+-- is that same acquire, granted without a second count.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local lease = tonumber(ARGV[2])
+local wrote = false
+
+local function us(n)
+  return string.format('%d', n)
+end
 
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-local held = redis.call('ZCARD', key)
-if held < limit then
-  redis.call('ZADD', key, now + lease, ARGV[3])
-  -- The set lives as long as its latest lease; a limiter with a shorter
-  -- lease on the same key must not cut another's short.
-  local ms = math.ceil(lease / 1000)
-  if redis.call('PTTL', key) < ms then
-    redis.call('PEXPIRE', key, ms)
+-- Set by a clock that was ahead: a lease expires at most its own lease from
+-- now. Only leases beyond this call's lease are looked at (none, unless the
+-- clock stepped back or limiters with longer leases share the key).
+local ahead = redis.call('ZRANGEBYSCORE', key, '(' .. us(now + lease), '+inf', 'WITHSCORES')
+for i = 1, #ahead, 2 do
+  local own = now + (tonumber(string.match(ahead[i], '/(%d+)$')) or lease)
+  if tonumber(ahead[i + 1]) > own then
+    redis.call('ZADD', key, us(own), ahead[i])
+    wrote = true
   end
-  return '1 ' .. string.format('%d', held + 1) .. ' 0'
+end
+
+local held = redis.call('ZCARD', key)
+local granted = redis.call('ZSCORE', key, ARGV[3]) ~= false
+if not granted and held < limit then
+  redis.call('ZADD', key, us(now + lease), ARGV[3])
+  held = held + 1
+  granted, wrote = true, true
+end
+if wrote then
+  -- The set lives as long as its latest lease.
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', key, math.ceil((tonumber(last[2]) - now) / 1000))
+end
+if granted then
+  return '1 ' .. us(held) .. ' 0'
 end
 local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-return '0 ' .. string.format('%d', held) .. ' ' .. string.format('%d', tonumber(first[2]) - now)
+return '0 ' .. us(held) .. ' ' .. us(tonumber(first[2]) - now)

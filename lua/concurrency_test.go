@@ -17,7 +17,7 @@ func TestConcurrencyScript(t *testing.T) {
 	if strings.Contains(Concurrency, "KEYS[2]") {
 		t.Error("touches a key beyond KEYS[1]")
 	}
-	for _, cmd := range []string{"ZREMRANGEBYSCORE", "ZCARD", "ZADD", "PEXPIRE"} {
+	for _, cmd := range []string{"ZREMRANGEBYSCORE", "ZCARD", "ZSCORE", "ZADD", "PEXPIRE"} {
 		if !strings.Contains(Concurrency, "'"+cmd+"'") {
 			t.Errorf("no %s", cmd)
 		}

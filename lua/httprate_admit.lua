@@ -7,7 +7,18 @@
 -- on Redis's clock, leaves room for it: the check and the increment are
 -- one step, so concurrent callers can never pass the limit together.
 -- Returns the new count, or -1 when the amount was refused (nothing is
--- written then).
+-- written then). A call may reach Redis twice (a client sends it again
+-- when its reply was lost). So a call may pass a key more, KEYS[3], unique
+-- to the call and in the counters' slot, and ARGV[6], how long (ms) to
+-- keep its reply there: a call that finds that key set has run before and
+-- returns the first run's reply, counting nothing. A refusal is not kept:
+-- sent again, it is decided again.
+if KEYS[3] then
+  local kept = redis.call('GET', KEYS[3])
+  if kept then
+    return tonumber(kept)
+  end
+end
 local amount = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local start = tonumber(ARGV[3])
@@ -36,4 +47,7 @@ if math.floor(rate + 0.5) + amount > limit then
 end
 local n = redis.call('INCRBY', KEYS[1], amount)
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
+if KEYS[3] then
+  redis.call('SET', KEYS[3], n, 'PX', ARGV[6])
+end
 return n
