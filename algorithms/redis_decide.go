@@ -270,6 +270,7 @@ func (l *redisLimiter) local(key string, cost int) (Result, error) {
 	lerr := checkRequest(l.alg, l.twin.limits, key, cost)
 	if lerr == nil {
 		res = l.twin.decide(key, cost, 0)
+		res.Index = l.twinIndex[res.Index]
 	}
 	if errors.Is(lerr, ErrCostExceedsLimit) {
 		// The cost fits the shared limit but not this instance's share of
