@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -54,5 +55,29 @@ func TestInstancesTwinAcceptsWhatMemoryAccepts(t *testing.T) {
 				t.Errorf("local admission %+v %v, want allowed locally for limit %d", res, err, tc.wantRule)
 			}
 		})
+	}
+}
+
+// Over random pairs of limits, for every algorithm, a Redis store with
+// WithInstances accepts what a memory store accepts.
+func TestInstancesAcceptanceMatchesMemoryRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	periods := []time.Duration{time.Second, time.Minute, 365 * 24 * time.Hour, MaxPeriod}
+	pick := func() Limit {
+		l := Limit{Rate: 1 + rng.IntN(40), Period: periods[rng.IntN(len(periods))]}
+		if rng.IntN(2) == 0 {
+			l.Burst = rng.IntN(500)
+		}
+		return l
+	}
+	mem := NewMemoryStore()
+	for range 3000 {
+		alg, n := Algorithms[rng.IntN(len(Algorithms))], 1+rng.IntN(6)
+		limits := []Limit{pick(), pick()}
+		_, memErr := New(mem, alg, limits...)
+		_, err := New(NewRedisStore(redisClientNeverUsed(), WithInstances(n)), alg, limits...)
+		if (memErr == nil) != (err == nil) {
+			t.Fatalf("%s %v with %d instances: memory %v, Redis %v", alg, limits, n, memErr, err)
+		}
 	}
 }
