@@ -120,9 +120,7 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 	g := l.guard
 	if j.err != nil {
 		g.reloadSlots()
-		if g.observer != nil {
-			g.observer.StoreError(classify(j.err))
-		}
+		g.reportError(j.err, sent)
 		for _, w := range j.live {
 			w.deliver(Result{}, j.err)
 		}

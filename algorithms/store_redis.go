@@ -72,6 +72,9 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 	if err == nil {
 		s.guard = newGuard(cfg, poolSize(client))
 		s.guard.inline = honoursDeadlines(client)
+		if cfg.redis.observer != nil {
+			s.guard.dials = watchDials(client, cfg.clock)
+		}
 		if cc, ok := client.(*redis.ClusterClient); ok {
 			s.guard.reload = func() { cc.ReloadState(context.Background()) }
 		}
