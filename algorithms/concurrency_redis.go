@@ -136,6 +136,7 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*Lease, err
 func (l *redisConcurrency) call(c *acquireCall, key string, deadline time.Time, probe bool) {
 	defer func() { <-l.slots }()
 	g := l.guard
+	sent := g.clock()
 	// Like the rate limits' calls, it may outlive its deadline, so that a
 	// late reply does not tear a connection down and the breaker hears of
 	// Redis's health; past callTimeout it has failed.
@@ -153,9 +154,7 @@ func (l *redisConcurrency) call(c *acquireCall, key string, deadline time.Time, 
 	g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, probe)
 	if err != nil {
 		g.reloadSlots()
-		if g.observer != nil {
-			g.observer.StoreError(classify(err))
-		}
+		g.reportError(err, sent)
 	}
 	c.err = err
 	delivered := c.state.CompareAndSwap(callPending, callDelivered)

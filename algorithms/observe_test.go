@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"sync"
 	"syscall"
@@ -108,4 +109,64 @@ func TestStoreObserver(t *testing.T) {
 	if len(obs.breakers) != 1 || obs.breakers[0] != "obs true" {
 		t.Errorf("breaker changes %v, want [obs true]", obs.breakers)
 	}
+}
+
+// A stopped Redis is a connection failure, not a timeout, with go-redis's
+// default client, whose retries of refused dials outlast the call's
+// deadline; a frozen one, which accepts connections but never answers,
+// stays a timeout.
+func TestStoppedRedisCountsAsConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(*redistest.Server)
+		want  ErrorKind
+	}{
+		{"stopped", (*redistest.Server).Stop, ErrorConnection},
+		{"frozen", func(s *redistest.Server) { s.Freeze(); t.Cleanup(s.Thaw) }, ErrorTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			defer c.Close()
+			obs := &storeEvents{errors: map[ErrorKind]int{}}
+			l, err := New(NewRedisStore(c, WithObserver(obs), WithLogger(quietLogger()), WithMaxInFlight(8)), FixedWindow, PerMinute(5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := l.Allow(ctx, "a", 1); err != nil {
+				t.Fatal(err)
+			}
+			tc.fault(srv)
+			for i := range 4 { // under the five failures that open the breaker
+				if r, err := l.Allow(ctx, fmt.Sprint("b", i), 1); err != nil || r.Decider != DecidedLocally {
+					t.Fatalf("%+v %v, want decided locally", r, err)
+				}
+			}
+			if got := waitErrors(obs, 4); got[tc.want] != 4 || len(got) != 1 {
+				t.Errorf("errors %v, want 4 %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// waitErrors waits for n errors to reach obs, at most fifteen seconds, and
+// returns them by kind: the calls outlive their requests' deadline, and a
+// default client reads a frozen server's reply for its ReadTimeout (3 s)
+// before it gives up.
+func waitErrors(obs *storeEvents, n int) map[ErrorKind]int {
+	var got map[ErrorKind]int
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		obs.mu.Lock()
+		got = maps.Clone(obs.errors)
+		obs.mu.Unlock()
+		total := 0
+		for _, v := range got {
+			total += v
+		}
+		if total >= n {
+			break
+		}
+	}
+	return got
 }

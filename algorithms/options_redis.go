@@ -129,7 +129,9 @@ func WithFailureMode(m FailureMode) StoreOption {
 // WithInstances divides the limits that a Redis store enforces locally,
 // while Redis cannot decide, by n, the number of application instances
 // sharing the limit, so that together they admit about what Redis would
-// (each Rate and Burst divided by n, rounded down, at least 1). The default
+// (each Rate and Burst divided by n, rounded down, at least 1; a bucket's
+// Burst lowered further if its share would refill slower than the limit,
+// past MaxRefill; limits whose shares coincide enforced once). The default
 // is 1: each instance enforces the whole limit on its own.
 func WithInstances(n int) StoreOption {
 	return func(c *storeConfig) {

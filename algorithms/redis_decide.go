@@ -36,6 +36,10 @@ type guard struct {
 	observer Observer // nil: none
 	name     string   // the store's prefix, naming it to the observer
 
+	// dials watches the client's dials when there is an observer, so that
+	// it hears of a stopped Redis as a connection failure (see kindOf).
+	dials *dialWatch
+
 	// reload asks a Cluster client to load the slot map again, at most once
 	// a second (lastReload), after a failed call: after a failover the
 	// client otherwise keeps sending to the lost master for up to ten
@@ -268,6 +272,7 @@ func (l *redisLimiter) twinDecides(key string, cost int) (Result, error) {
 	lerr := checkRequest(l.alg, l.twin.limits, key, cost)
 	if lerr == nil {
 		res = l.twin.decide(key, cost, 0)
+		res.Index = l.twinIndex[res.Index]
 	}
 	if errors.Is(lerr, ErrCostExceedsLimit) {
 		// The cost fits the shared limit but not this instance's share of

@@ -142,9 +142,7 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 	g := l.guard
 	if j.err != nil {
 		g.reloadSlots()
-		if g.observer != nil {
-			g.observer.StoreError(classify(j.err))
-		}
+		g.reportError(j.err, sent)
 		// Whether the call ran is unknown unless it never left: what the
 		// twin admits is then charged unless the call ran (see doubtOf).
 		doubt := doubtOf(j.err, j.id)

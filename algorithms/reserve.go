@@ -132,9 +132,7 @@ func (l *redisLimiter) Reserve(ctx context.Context, key string, cost int, maxDel
 	g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, probe)
 	if err != nil {
 		g.reloadSlots()
-		if g.observer != nil {
-			g.observer.StoreError(classify(err))
-		}
+		g.reportError(err, now)
 		if ctx.Err() != nil {
 			return l.ended(ctx, key, cost, ctx.Err())
 		}

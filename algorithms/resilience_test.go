@@ -256,9 +256,4 @@ func TestRedisOptionsRefused(t *testing.T) {
 			t.Errorf("option accepted: %v", err)
 		}
 	}
-	// Divided by the instances, two limits would become one locally.
-	_, err := New(NewRedisStore(c, WithInstances(2)), FixedWindow, PerSecond(2), Limit{Rate: 3, Period: time.Second})
-	if err == nil {
-		t.Error("limits that become one locally accepted")
-	}
 }

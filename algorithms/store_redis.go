@@ -73,6 +73,9 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 	if err == nil {
 		s.guard = newGuard(cfg, poolSize(client))
 		s.guard.inline = honoursDeadlines(client)
+		if cfg.redis.observer != nil {
+			s.guard.dials = watchDials(client, cfg.clock)
+		}
 		if cc, ok := client.(*redis.ClusterClient); ok {
 			s.guard.reload = func() { cc.ReloadState(context.Background()) }
 		}
@@ -132,12 +135,13 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 	if s.err != nil {
 		return nil, s.err
 	}
-	twin, err := New(s.local, alg, shareOf(limits, s.cfg.redis.instances)...)
+	shares, twinIndex := twinLimits(alg, limits, s.cfg.redis.instances)
+	twin, err := New(s.local, alg, shares...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: with WithInstances(%d) the local limits: %w", ErrInvalidOption, s.cfg.redis.instances, err)
 	}
 	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
-		guard: s.guard, twin: twin.(*memoryLimiter), instances: s.cfg.redis.instances, salt: rand.Uint64()}
+		guard: s.guard, twin: twin.(*memoryLimiter), twinIndex: twinIndex, instances: s.cfg.redis.instances, salt: rand.Uint64()}
 	args := make([]any, 1, 2+4*len(limits))
 	for _, lim := range limits {
 		p := paramsFor(alg, lim)
@@ -155,22 +159,6 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 		return &redisCall{keys: make([]string, len(limits)+1), args: append([]any(nil), args...)}
 	}
 	return l, nil
-}
-
-// shareOf returns limits with Rate and Burst divided by n, rounded down and
-// at least 1: one instance's share, for the local twin.
-func shareOf(limits []Limit, n int) []Limit {
-	out := make([]Limit, len(limits))
-	for i, l := range limits {
-		out[i] = l
-		if n > 1 {
-			out[i].Rate = max(1, l.Rate/n)
-			if l.Burst > 0 {
-				out[i].Burst = max(1, l.Burst/n)
-			}
-		}
-	}
-	return out
 }
 
 // stateName names the state of one limit under one algorithm: the part of a
@@ -199,6 +187,7 @@ type redisLimiter struct {
 	once      bool // deciding calls carry an id: the client may send them again
 	guard     *guard
 	twin      *memoryLimiter // the same limits in memory, for decisions Redis cannot make
+	twinIndex []int          // per twin limit, the position in limits of the one it answers for
 	instances int            // WithInstances: the twin holds 1/instances of the limits
 	salt      uint64         // tells this limiter's keys from another's in lastSaid
 }

@@ -283,10 +283,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d, res, err = c.decide(r.Context(), c.fallback, key, cost, c.delayFor(c.fallback))
 		guarded = false
 	}
-	var took time.Duration
-	if c.observer != nil {
-		took = time.Since(start)
-	}
+	lim, took := c.asked(lim, start, err)
 	if err != nil {
 		switch p := c.refusal(err); {
 		case p != nil:

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -58,7 +59,8 @@ type Decision struct {
 	// Outcome is one of the Outcome constants.
 	Outcome string
 	// Store is "memory" or "redis" for limiters made by algorithms.New,
-	// "custom" for others, "" when no limiter was asked (a key error).
+	// "custom" for others, "" when no limiter was asked (a key error, or
+	// the breaker open: see WithBreaker).
 	Store string
 	// Duration is how long the limiter took to decide, 0 when no limiter
 	// was asked.
@@ -118,6 +120,19 @@ func outcomeOf(res algorithms.Result) string {
 		return OutcomeAllowed
 	}
 	return OutcomeDenied
+}
+
+// asked returns, for the observer, the limiter that decided and how long
+// since start it took: none and 0 when the breaker answered for it (see
+// Decision), which reports no store and adds no sample of its duration.
+func (c *config) asked(l algorithms.Limiter, start time.Time, err error) (algorithms.Limiter, time.Duration) {
+	switch {
+	case errors.Is(err, errBroken):
+		return nil, 0
+	case c.observer == nil:
+		return l, 0
+	}
+	return l, time.Since(start)
 }
 
 // observe reports a decision, if anyone listens.

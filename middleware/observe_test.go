@@ -132,3 +132,47 @@ func TestObserver(t *testing.T) {
 		t.Errorf("breaker changes %v, want open then closed", obs.breakers)
 	}
 }
+
+// While the breaker is open the limiter is not asked, so the observer hears
+// of those requests with no store and no duration: only the limiter's own
+// decisions add samples to the duration histogram.
+func TestObserverBreakerAsksNoLimiter(t *testing.T) {
+	for _, tc := range []struct {
+		policy FailurePolicy
+		want   string
+	}{
+		{FailClosed, OutcomeFailClosed},
+		{FailOpen, OutcomeFailOpen},
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			clock := algorithms.NewManualClock(epoch)
+			flaky := &flakyLimiter{down: true}
+			obs := &recordingObserver{}
+			logger, _ := newLogger()
+			h := New(flaky, WithObserver(obs), WithFailurePolicy(tc.policy), WithLogger(logger),
+				WithClock(clock.Now), WithKeyFunc(headerKey))(&okHandler{})
+			for range 8 {
+				get(h, "/", "c")
+			}
+			calls := flaky.set(false)
+			if len(obs.breakers) != 1 || calls >= 8 {
+				t.Fatalf("breaker changes %v after %d calls of 8 requests, want it open", obs.breakers, calls)
+			}
+			asked := 0
+			for i, d := range obs.decisions {
+				if d.Outcome != tc.want {
+					t.Errorf("decision %d: %+v, want %s", i, d, tc.want)
+				}
+				switch {
+				case d.Store == "custom" && d.Duration > 0:
+					asked++
+				case d.Store != "" || d.Duration != 0:
+					t.Errorf("decision %d: %+v, want store custom with a duration, or neither", i, d)
+				}
+			}
+			if len(obs.decisions) != 8 || asked != calls {
+				t.Errorf("%d decisions, %d with a store, for %d calls of the limiter; want 8 and %d", len(obs.decisions), asked, calls, calls)
+			}
+		})
+	}
+}
