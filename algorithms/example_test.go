@@ -109,3 +109,23 @@ func ExampleRefunder() {
 	// after the refund: remaining=8
 	// after refunding too much: remaining=10
 }
+
+// Charging a cost known only after the work: an export of 1000 rows
+// against 10 per hour takes all that is left, so the next request waits.
+func ExampleCharger() {
+	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(10))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	r, _ := limiter.Allow(ctx, "user:42", 1)
+	fmt.Printf("reserved 1: remaining=%d\n", r.Remaining)
+	r, _ = limiter.Charge(ctx, "user:42", 999)
+	fmt.Printf("after charging 999: remaining=%d\n", r.Remaining)
+	r, _ = limiter.Allow(ctx, "user:42", 1)
+	fmt.Printf("next request: allowed=%v\n", r.Allowed)
+	// Output:
+	// reserved 1: remaining=9
+	// after charging 999: remaining=0
+	// next request: allowed=false
+}

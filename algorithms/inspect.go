@@ -18,12 +18,14 @@ type Inspector interface {
 }
 
 // RateLimiter is what New returns: a Limiter that describes its limits,
-// can inspect and reset a key's state, and give units back.
+// can inspect and reset a key's state, give units back and charge a cost
+// known only after the work.
 type RateLimiter interface {
 	Limiter
 	Describer
 	Inspector
 	Refunder
+	Charger
 }
 
 // Peek implements Inspector. On Redis it runs within the store's timeout

@@ -14,7 +14,10 @@
 -- value; the algorithms that cannot delay ignore the one and omit the other.
 -- One written "r<cost>/<age µs>" is a refund: every limit gives back up to
 -- cost units consumed at least age µs ago (see each algorithm's refund),
--- and the answer is that of a peek of cost 0 after it.
+-- and the answer is that of a peek of cost 0 after it. One written
+-- "c<cost>" is a charge, never refused: every limit takes cost units, or
+-- all it has left when that is less (the remaining check reports for cost
+-- 0), and the answer is that of a peek of cost 0 after it.
 -- For each request it runs check for every limit, then commit for every
 -- limit only when all of them allow it, so a request consumes from all
 -- limits or none. Time comes from the Redis server so every application
@@ -105,6 +108,23 @@ local function give_back(base, cost, age)
   return decide(base, 0, true, 0)
 end
 
+-- take charges cost units under every limit of the key whose limits' keys
+-- follow KEYS[base], each limit taking what it has left when that is less,
+-- and answers as a peek of cost 0 would after it. A charge that took
+-- something is kept as a consuming call is, so that a call sent again does
+-- not charge twice.
+local function take(base, cost)
+  for i = 1, per do
+    local ok, left = check(i, KEYS[base + i], now, 0, rates[i], periods[i], bursts[i], units[i], 0)
+    local n = math.min(cost, left)
+    if ok and n > 0 then
+      commit(i, KEYS[base + i], now, n, rates[i], periods[i], bursts[i], units[i])
+      consumed = true
+    end
+  end
+  return decide(base, 0, true, 0)
+end
+
 -- decide_group answers one key's requests, joined by spaces.
 local function decide_group(n)
   -- Most groups are one request of a plain cost: no pattern to match.
@@ -117,6 +137,9 @@ local function decide_group(n)
     if kind == 'd' then
       -- A reservation: "d<max µs>:<cost>".
       out[#out + 1] = decide((n - 1) * per, tonumber(b), false, tonumber(a))
+    elseif kind == 'c' then
+      -- A charge: "c<cost>".
+      out[#out + 1] = take((n - 1) * per, tonumber(a))
     elseif kind == 'r' then
       -- A refund: "r<cost>/<age µs>".
       out[#out + 1] = give_back((n - 1) * per, tonumber(a), tonumber(b) or 0)
@@ -143,7 +166,7 @@ for n = 1, #groups do
   out[n] = res
 end
 local reply = table.concat(out, ',')
--- Only a call that consumed or refunded something is kept: running denials
+-- Only a call that consumed, charged or refunded something is kept: running denials
 -- again counts nothing, and denials still write nothing (under maxmemory,
 -- say).
 if once and consumed then

@@ -15,7 +15,9 @@
 // retry-after is the delay after which it proceeds; check then takes the
 // delay as a ninth argument and returns the wait as a fifth value;
 // "r3/2000" refunds up to 3 units consumed at least 2000 µs ago, answering
-// as a peek of cost 0 after it); rate, period, burst and unit follow for
+// as a peek of cost 0 after it; "c5" charges 5 units, never refused, each
+// limit taking all it has left when that is less, answering as a peek of
+// cost 0 after it); rate, period, burst and unit follow for
 // each limit: the period is in units of unit microseconds (1 for most
 // limits), rate and period reduced for the buckets when that keeps their
 // numbers exact (see
@@ -32,7 +34,7 @@
 // key. A call that finds the key set has run before (its client sent it
 // again after losing the reply) and returns the kept reply, deciding
 // nothing; so a call counts once however often it is sent. Only a reply
-// that consumed or refunded something is kept.
+// that consumed, charged or refunded something is kept.
 //
 // Concurrency stands apart: a script of its own, without the driver, that
 // takes a lease of a concurrency limit (see concurrency.lua).

@@ -112,7 +112,8 @@
 // set the final cost with SetCost. Either way the cost is reserved before
 // the handler runs, so slow requests never pass more than the limit while
 // they run, and settled after it: given back (algorithms.Refunder) or
-// charged further. Headers come from the reservation.
+// charged further (algorithms.Charger, never refused: what is left when
+// the rest is more). Headers come from the reservation.
 //
 // # Exemptions
 //

@@ -40,9 +40,13 @@ func WithChargeIf(charge func(status int) bool) Option {
 // once it knows it (rows returned, bytes sent): the cost reserved before
 // the handler runs is settled after it. A final cost below the reserved
 // one is given back (algorithms.Refunder); one above it is charged for the
-// difference with Allow, after the response is sent: when the quota has
-// less than the difference left, what is left is charged, so the requests
-// that follow wait for the quota to come back.
+// difference once the handler has returned, with algorithms.Charger, in
+// one atomic step that is never refused: each limit takes the difference,
+// or all it has left when that is less (all its quota at most), so the
+// requests that follow wait for the quota to come back. A limiter without
+// Charge is asked with Allow instead, the difference clamped to its
+// quota, then for what is left, in two steps that are not atomic. A
+// charge the limiter cannot make (Redis unreachable) is logged.
 // Under WithChargeIf a response the predicate does not select costs
 // nothing, whatever SetCost said.
 func WithCostAfter() Option {
@@ -193,16 +197,48 @@ func (c *config) settle(parent context.Context, s settlement, ow *outcomeWriter,
 		}
 		_, err = rf.Refund(ctx, key, reserved-final, age)
 	default:
-		var more algorithms.Result
-		more, err = lim.Allow(ctx, key, final-reserved)
-		if err == nil && !more.Allowed && more.Remaining > 0 {
-			// Too much to charge: what is left goes, so the requests
-			// that follow wait for the quota to come back.
-			_, err = lim.Allow(ctx, key, more.Remaining)
-		}
+		err = charge(ctx, lim, key, final-reserved, s.res)
 	}
 	if err != nil {
 		c.logger.LogAttrs(ctx, slog.LevelWarn, "redlimit: settling a request's cost failed",
 			slog.Int("reserved", reserved), slog.Int("final", final), slog.Any("error", err))
 	}
+}
+
+// charge takes cost more units for key, or what is left when that is
+// less, so that the requests that follow wait for the quota to come back:
+// atomically with algorithms.Charger. A limiter without it is asked with
+// Allow, the cost first clamped to its smallest quota so that it is not
+// refused as too large, then, when that is refused, for what it says is
+// left: two calls, not atomic.
+func charge(ctx context.Context, lim algorithms.Limiter, key string, cost int, res algorithms.Result) error {
+	if ch, ok := lim.(algorithms.Charger); ok {
+		_, err := ch.Charge(ctx, key, cost)
+		return err
+	}
+	if q := smallestQuota(lim, res); q > 0 {
+		cost = min(cost, q)
+	}
+	more, err := lim.Allow(ctx, key, cost)
+	if err == nil && !more.Allowed && more.Remaining > 0 {
+		_, err = lim.Allow(ctx, key, more.Remaining)
+	}
+	return err
+}
+
+// smallestQuota is the most one request may cost under lim: the smallest
+// quota its Policies list, or else the reservation's Limit; 0 if unknown.
+func smallestQuota(lim algorithms.Limiter, res algorithms.Result) int {
+	q := 0
+	if d, ok := lim.(algorithms.Describer); ok {
+		for _, p := range d.Policies() {
+			if p.Quota > 0 && (q == 0 || p.Quota < q) {
+				q = p.Quota
+			}
+		}
+	}
+	if q == 0 {
+		return res.Limit
+	}
+	return q
 }

@@ -1,0 +1,115 @@
+package algorithms
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"strconv"
+)
+
+// Charger is implemented by the Limiters New returns, on every store: it
+// charges a request whose cost is known only after the work (rows
+// returned, bytes sent), however large that cost turns out to be.
+type Charger interface {
+	// Charge takes up to cost units for key under every limit of the
+	// limiter, and is never refused: each limit takes cost when it has that
+	// much left, and otherwise all it has left, the Remaining a request of
+	// cost 0 would be told, so that the next request that needs a unit is
+	// refused until the quota comes back. A cost above a limit's quota so
+	// takes at most that quota. A bucket keeps a fraction of a unit it has
+	// refilled, which no request can use; a bucket already past its
+	// capacity after a reservation takes nothing more. It is atomic (one
+	// script call on Redis, counted once however often the client sends
+	// it) and returns the Result a request of cost 0 would get after it:
+	// Remaining 0 when the charge took all that was left.
+	//
+	// On Redis, a charge Redis cannot answer is not made there, and the
+	// error is returned wrapped; under FailLocal the local twin takes the
+	// charge, so that the stand-in that decides while Redis cannot counts
+	// it.
+	Charge(ctx context.Context, key string, cost int) (Result, error)
+}
+
+// chargeArgs checks a charge's arguments and returns cost clamped to the
+// limits' largest quota: no limit can take more.
+func chargeArgs(alg Algorithm, limits []Limit, key string, cost int) (int64, error) {
+	if err := checkRequest(alg, limits, key, 1); err != nil {
+		return 0, err
+	}
+	if cost < 1 {
+		return 0, fmt.Errorf("%w: charge of %d", ErrInvalidCost, cost)
+	}
+	most := 0
+	for _, l := range limits {
+		most = max(most, quota(alg, l))
+	}
+	return int64(min(cost, most)), nil
+}
+
+// Charge implements Charger, under the shard's lock.
+func (l *memoryLimiter) Charge(_ context.Context, key string, cost int) (Result, error) {
+	c, err := chargeArgs(l.alg, l.limits, key, cost)
+	if err != nil {
+		return Result{}, err
+	}
+	return l.charge(key, c), nil
+}
+
+// charge takes up to c units for key under each limit, as the scripts'
+// charge does: what a peek of cost 0 finds left, when that is less.
+func (l *memoryLimiter) charge(key string, c int64) Result {
+	s := l.store
+	h := maphash.String(s.seed, key)
+	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.cfg.clock().UnixMicro()
+	sh.housekeep(now, s.cfg.sweep.Microseconds())
+	b := newBinding()
+	for i, spec := range l.specs {
+		// Looked up after the previous limit's insert, which may move
+		// entries.
+		e, j := sh.lookup(spec, key, tag)
+		p := l.params[i]
+		v := e.decide(l.alg, now, p, 0, 0)
+		switch take := min(c, v.remaining); {
+		case v.ok && take > 0 && j >= 0:
+			e.commit(l.alg, now, p, take)
+			sh.table(spec).store(j, &e)
+		case v.ok && take > 0:
+			e.commit(l.alg, now, p, take)
+			sh.insert(s.seed, spec, l.alg, p, key, tag, &e, now, s.shardCap)
+		case j >= 0 && e.fixed:
+			sh.table(spec).store(j, &e)
+		}
+		b.add(i, e.decide(l.alg, now, p, 0, 0))
+	}
+	return b.result(l.alg, l.limits)
+}
+
+// Charge implements Charger: one script call, outside the batches, that
+// carries an id like a deciding call, so that it counts once. A denial the
+// store remembers for key stays: a charge only takes room away.
+func (l *redisLimiter) Charge(ctx context.Context, key string, cost int) (Result, error) {
+	c, err := chargeArgs(l.alg, l.limits, key, cost)
+	if err != nil {
+		return Result{}, err
+	}
+	list := "c" + strconv.FormatInt(c, 10)
+	var res []Result
+	err = l.within(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = l.run(ctx, key, list, 1, true)
+		return err
+	})
+	if err != nil {
+		if l.guard.mode == FailLocal {
+			// The twin decides while Redis cannot: it must count what
+			// Redis did not take. Its quotas may be shares, so clamp.
+			tc, _ := chargeArgs(l.alg, l.twin.limits, key, int(c))
+			l.twin.charge(key, tc)
+		}
+		return Result{}, fmt.Errorf("algorithms: redis charge: %w", err)
+	}
+	return res[0], nil
+}
