@@ -97,17 +97,23 @@ func (l *redisLimiter) Charge(ctx context.Context, key string, cost int) (Result
 	}
 	list := "c" + strconv.FormatInt(c, 10)
 	var res []Result
+	var id uint64
 	err = l.within(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = l.run(ctx, key, list, 1, true)
+		res, id, err = l.runInto(ctx, key, list, 1, true, nil)
 		return err
 	})
 	if err != nil {
 		if l.guard.mode == FailLocal {
 			// The twin decides while Redis cannot: it must count what
-			// Redis did not take. Its quotas may be shares, so clamp.
+			// Redis did not take (its quotas may be shares, so clamp);
+			// and the charge is owed to Redis unless its call ran.
+			b := l.guard.batcher
+			b.mu.Lock()
 			tc, _ := chargeArgs(l.alg, l.twin.limits, key, int(c))
 			l.twin.charge(key, tc)
+			b.chargeLocked(queueKey{l, key}, int(c), true, doubtOf(err, id))
+			b.mu.Unlock()
 		}
 		return Result{}, fmt.Errorf("algorithms: redis charge: %w", err)
 	}

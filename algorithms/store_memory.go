@@ -187,14 +187,3 @@ func storeFixed(sh *memoryShard, specs []uint32, at []int, next []entry) {
 
 // Policies implements Describer.
 func (l *memoryLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
-
-// takeUpTo consumes up to cost from key under every limit, each clamped to
-// its quota, however much is left.
-func (l *memoryLimiter) takeUpTo(key string, cost int) {
-	for _, lim := range l.limits {
-		cost = min(cost, quota(l.alg, lim))
-	}
-	if cost > 0 {
-		l.decide(key, cost, 0)
-	}
-}
