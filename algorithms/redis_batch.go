@@ -28,6 +28,13 @@ type batcher struct {
 	owed     map[queueKey]*owedCharge
 	maxOwed  int
 	retrying bool // the charge retrier runs
+
+	// The gate after a fault (see redis_gate.go): keys whose Redis
+	// admissions the twin must confirm, until when (zero: while owed).
+	gates map[queueKey]time.Time
+	gated atomic.Int32 // len(gates), read without the lock
+
+	clock func() time.Time // the store's
 }
 
 type queueKey struct {
@@ -115,7 +122,8 @@ func (w *waiter) deliver(res Result, err error) bool {
 
 func newBatcher(maxActive, maxWaiting, maxBatch, maxKeys int) *batcher {
 	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, maxKeys: maxKeys,
-		queues: map[queueKey]*keyQueue{}, owed: map[queueKey]*owedCharge{}, maxOwed: DefaultMaxOwedKeys}
+		queues: map[queueKey]*keyQueue{}, owed: map[queueKey]*owedCharge{}, maxOwed: DefaultMaxOwedKeys,
+		gates: map[queueKey]time.Time{}, clock: time.Now}
 }
 
 // submit queues w for key of l. It reports false, queuing nothing, when

@@ -157,6 +157,7 @@ func (b *batcher) settleCharges(taken []chargeTaken, calls []*scriptCall) bool {
 		o.doubt, o.id = 0, 0
 		if o.cost == 0 {
 			delete(b.owed, c.key)
+			b.ungateLaterLocked(c.key, b.clock())
 		}
 	}
 	return all
@@ -193,6 +194,7 @@ func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt u
 		return res, err
 	}
 	b.chargeLocked(id, cost, false, doubt)
+	b.gateLocked(id)
 	return res, nil
 }
 
@@ -217,6 +219,7 @@ func (b *batcher) decideSent(l *redisLimiter, key string, w *waiter, decide func
 	if err != nil || !res.Allowed || res.Decider != DecidedLocally {
 		return res, err
 	}
+	b.gateLocked(id)
 	switch w.outcome {
 	case outcomeUnknown:
 		w.localCost = w.cost
@@ -248,7 +251,7 @@ func (b *batcher) learnOutcome(l *redisLimiter, key string, ws []*waiter, counte
 // they are owed, then backing off while Redis cannot answer.
 const (
 	chargeRetryMin = 20 * time.Millisecond
-	chargeRetryMax = time.Second
+	chargeRetryMax = 250 * time.Millisecond
 )
 
 // startRetrierLocked starts the retrier unless it runs. b.mu is held.
@@ -267,7 +270,10 @@ func (b *batcher) retryCharges() {
 	for {
 		time.Sleep(wait)
 		b.mu.Lock()
-		if len(b.owed) == 0 {
+		if len(b.gates) > 0 {
+			b.sweepGatesLocked(b.clock())
+		}
+		if len(b.owed) == 0 && len(b.gates) == 0 {
 			b.retrying = false
 			b.mu.Unlock()
 			return

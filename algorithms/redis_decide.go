@@ -74,6 +74,7 @@ func newGuard(cfg storeConfig, pool int) *guard {
 		batch, keys = 1, 1
 	}
 	g.batcher = newBatcher(inFlight, rc.maxWaiting, batch, keys)
+	g.batcher.clock = cfg.clock
 	g.breaker = breaker.New(breaker.Config(rc.breaker), func(from, to breaker.State, reason string) {
 		level := slog.LevelWarn
 		if to == breaker.Closed {
@@ -267,7 +268,16 @@ func (l *redisLimiter) local(key string, cost int) (Result, error) {
 // Redis's last answer for the key when there is one (see lastSaid). The
 // batcher's lock is held.
 func (l *redisLimiter) twinDecides(key string, cost int) (Result, error) {
-	l.startFromRedis(key)
+	// A gated key's twin holds what this instance admitted in the fault;
+	// Redis's answers since do not know all of it yet.
+	if !l.guard.batcher.gatedLocked(queueKey{l, key}, l.guard.clock()) {
+		l.startFromRedis(key)
+	}
+	return l.twinOnly(key, cost)
+}
+
+// twinOnly is the twin's decision of a request, from its state as it is.
+func (l *redisLimiter) twinOnly(key string, cost int) (Result, error) {
 	var res Result
 	lerr := checkRequest(l.alg, l.twin.limits, key, cost)
 	if lerr == nil {

@@ -163,13 +163,21 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 	denied := -1
 	var gone []*waiter
 	var counted []bool
+	gated := g.batcher.lockIfGated(l, j.key, sent) // see redis_gate.go
 	for i, w := range j.live {
-		if !j.results[i].Allowed && (denied < 0 || j.costs[i] < j.costs[denied]) {
+		res := j.results[i]
+		if !res.Allowed && (denied < 0 || j.costs[i] < j.costs[denied]) {
 			denied = i
 		}
-		if !w.deliver(j.results[i], nil) {
+		if gated && res.Allowed {
+			res = l.throughGate(j.key, j.costs[i])
+		}
+		if !w.deliver(res, nil) {
 			gone, counted = append(gone, w), append(counted, j.results[i].Allowed)
 		}
+	}
+	if gated {
+		g.batcher.mu.Unlock()
 	}
 	if len(gone) > 0 {
 		g.batcher.learnOutcome(l, j.key, gone, counted)
