@@ -1,0 +1,89 @@
+package algorithms
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// BenchmarkRedisAllowCached measures a Redis store's decision when the
+// denial cache answers: every key is exhausted and its denial cached, and
+// the entries are older than DenialCacheBound, so the cache trusts them on
+// the strength of its subscription rather than their age.
+func BenchmarkRedisAllowCached(b *testing.B) {
+	addr := redistest.Standalone(b)
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+	defer c.Close()
+	l, err := New(NewRedisStore(c), FixedWindow, PerMinute(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range benchKeys {
+		for range 2 {
+			if _, err := l.Allow(ctx, k, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	time.Sleep(150 * time.Millisecond)
+	cached := func(r Result, err error) bool {
+		return err == nil && !r.Allowed && r.Decider == DecidedByCache
+	}
+	for _, k := range benchKeys {
+		if r, err := l.Allow(ctx, k, 1); !cached(r, err) {
+			b.Fatalf("%s: %+v, %v, want a cached denial", k, r, err)
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if r, err := l.Allow(ctx, benchKeys[i&(len(benchKeys)-1)], 1); !cached(r, err) {
+				b.Fatalf("Allow: %+v, %v", r, err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for i := 0; pb.Next(); i++ {
+				if r, err := l.Allow(ctx, benchKeys[i&(len(benchKeys)-1)], 1); !cached(r, err) {
+					b.Errorf("Allow: %+v, %v", r, err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkRedisAllowRefund measures a request charged by its outcome on a
+// Redis store: an Allow and the Refund that gives its unit back, the
+// pattern of middleware.WithChargeIf for a request that is not charged.
+func BenchmarkRedisAllowRefund(b *testing.B) {
+	addr := redistest.Standalone(b)
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+	defer c.Close()
+	l, err := New(NewRedisStore(c), FixedWindow, PerMinute(1_000_000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			k := benchKeys[i&(len(benchKeys)-1)]
+			if r, err := l.Allow(ctx, k, 1); err != nil || !r.Allowed {
+				b.Errorf("Allow: %+v, %v", r, err)
+				return
+			}
+			if _, err := l.Refund(ctx, k, 1, 0); err != nil {
+				b.Errorf("Refund: %v", err)
+				return
+			}
+		}
+	})
+}
