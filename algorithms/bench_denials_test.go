@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,16 +57,25 @@ func BenchmarkRedisAllowCached(b *testing.B) {
 			}
 		}
 	})
+	// Run flat out on every core, the subscription's goroutines may answer
+	// late, and a denial the cache no longer trusts is asked of Redis:
+	// reported as redis/op.
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
+		var asked atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			for i := 0; pb.Next(); i++ {
-				if r, err := l.Allow(ctx, benchKeys[i&(len(benchKeys)-1)], 1); !cached(r, err) {
+				r, err := l.Allow(ctx, benchKeys[i&(len(benchKeys)-1)], 1)
+				if err != nil || r.Allowed {
 					b.Errorf("Allow: %+v, %v", r, err)
 					return
 				}
+				if r.Decider != DecidedByCache {
+					asked.Add(1)
+				}
 			}
 		})
+		b.ReportMetric(float64(asked.Load())/float64(b.N), "redis/op")
 	})
 }
 

@@ -166,8 +166,10 @@ func (d *denials) remember(l *redisLimiter, key string, cost int, at time.Time, 
 		sh.byDigest = make(map[keyDigest]*keyEntries)
 	}
 	if old, ok := sh.m[k]; ok {
-		// Keep whichever covers more: the smaller cost, else the later end.
-		if old.until.After(at) && (old.cost < cost || old.cost == cost && old.until.After(e.until)) {
+		// The newer denial knows Redis's newer state, and its request was
+		// sent after any subscription's start; keep the older only when it
+		// covers more (a smaller cost) and is still live and trusted.
+		if old.cost < cost && old.until.After(at) && d.trusted(old.at, at) {
 			return
 		}
 		sh.m[k] = e

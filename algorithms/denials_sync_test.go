@@ -269,3 +269,20 @@ func syncGoroutines() int {
 	}
 	return n
 }
+
+// A newer denial of the same cost replaces the older, even when it ends a
+// little sooner (a fixed window's end, measured from a later request): the
+// older, past the bound of its age, may no longer be trusted.
+func TestDenialCacheKeepsTheNewerDenial(t *testing.T) {
+	l := &redisLimiter{}
+	t0 := time.Unix(1_700_000_000, 0)
+	now := t0
+	d := newDenials(100)
+	d.clock = func() time.Time { return now }
+	d.remember(l, "k", 1, t0, Result{RetryAfter: time.Minute})
+	now = t0.Add(2 * DenialCacheBound)
+	d.remember(l, "k", 1, now, Result{RetryAfter: time.Minute - 2*DenialCacheBound - time.Millisecond})
+	if _, ok := d.lookup(l, "k", 1, now.Add(time.Millisecond)); !ok {
+		t.Fatal("the newer denial does not answer")
+	}
+}
