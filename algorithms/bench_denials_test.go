@@ -106,3 +106,19 @@ func BenchmarkRedisAllowRefund(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDenialsForgetDigest measures what an announcement costs a store
+// whose cache holds 10,000 denials: the digest does not name the shard.
+func BenchmarkDenialsForgetDigest(b *testing.B) {
+	d := newDenials(DefaultDenialCacheSize)
+	l := &redisLimiter{}
+	now := time.Now()
+	for i := range 10_000 {
+		d.remember(l, ipKey(i), 1, now, Result{RetryAfter: time.Hour})
+	}
+	digest := digestOf("absent")
+	b.ReportAllocs()
+	for b.Loop() {
+		d.forgetDigest(digest)
+	}
+}
