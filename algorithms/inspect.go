@@ -2,9 +2,16 @@ package algorithms
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/lua"
 )
+
+var resetScript = redis.NewScript(lua.Reset)
 
 // Inspector is implemented by the Limiters New returns, on every store:
 // an operator's view of one key's state, and a way to clear it.
@@ -48,22 +55,25 @@ func (l *redisLimiter) Peek(ctx context.Context, key string) (Result, error) {
 	return res[0], nil
 }
 
-// Reset implements Inspector: one DEL of the key's state under every limit
-// (one slot on Cluster: the keys share the hash tag), and the store's local
-// memory of the key (its cached denial, its local twin's state).
+// Reset implements Inspector: one script call that deletes the key's state
+// under every limit (one slot on Cluster: the keys share the hash tag) and
+// announces it, so that every store on the same Redis and prefix forgets
+// its cached denials of the key (see DenialCacheBound); and the store's
+// local memory of the key (its cached denials, its local twin's state).
 func (l *redisLimiter) Reset(ctx context.Context, key string) error {
 	if err := checkRequest(l.alg, l.limits, key, 1); err != nil {
 		return err
 	}
 	keys := make([]string, len(l.limits))
 	l.keysOf(key, keys, 0)
+	digest := digestOf(key)
 	err := l.within(ctx, func(ctx context.Context) error {
-		return l.client.Del(ctx, keys...).Err()
+		return resetScript.Run(ctx, l.client, keys, l.channel, hex.EncodeToString(digest[:])).Err()
 	})
 	if err != nil {
 		return fmt.Errorf("algorithms: redis reset: %w", err)
 	}
-	l.guard.denials.forget(l, key)
+	l.guard.denials.forget(key)
 	l.guard.said.forget(l, key)
 	l.guard.batcher.forgetCharge(l, key)
 	return l.twin.Reset(ctx, key)

@@ -252,7 +252,7 @@ func (l *redisLimiter) failVia(key string, cost int, cause error, local func(key
 	}
 	// A denial Redis issued still holds while Redis cannot answer: the twin,
 	// which may not know of it, must not admit in its stead.
-	if res, ok := g.denials.lookup(l, key, cost, g.clock()); ok {
+	if res, ok := g.denials.held(l, key, cost, g.clock()); ok {
 		return res, nil
 	}
 	return local(key, cost)

@@ -148,9 +148,10 @@ func (e *entry) drained(alg Algorithm, nowUS int64, p params) bool {
 }
 
 // Refund implements Refunder: one script call, outside the batches, that
-// carries an id like a deciding call, so that it counts once. A denial the
-// store remembers for key is forgotten, since the refund may have made
-// room.
+// carries an id like a deciding call, so that it counts once. The denials
+// this store remembers for key are forgotten at once, since the refund may
+// have made room; a refund that gave something back is announced to the
+// other stores by the script (see DenialCacheBound).
 func (l *redisLimiter) Refund(ctx context.Context, key string, cost int, age time.Duration) (Result, error) {
 	c, ageUS, err := refundArgs(l.alg, l.limits, key, cost, age)
 	if err != nil {
@@ -166,6 +167,6 @@ func (l *redisLimiter) Refund(ctx context.Context, key string, cost int, age tim
 	if err != nil {
 		return Result{}, fmt.Errorf("algorithms: redis refund: %w", err)
 	}
-	l.guard.denials.forget(l, key)
+	l.guard.denials.forget(key)
 	return res[0], nil
 }

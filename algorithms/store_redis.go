@@ -80,8 +80,23 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) Store {
 			s.guard.reload = func() { cc.ReloadState(context.Background()) }
 		}
 		s.local = NewMemoryStore(WithClock(cfg.clock))
+		s.guard.denials.follow(client, cfg.prefix, cfg.clock, s.guard.logger)
 	}
 	return s
+}
+
+// Close ends what the store runs in the background: the subscription that
+// keeps its denial cache in step with refunds and resets made through
+// other stores (see DenialCacheBound), which starts when the store first
+// caches a denial. It does not close the client, which the caller owns;
+// closing the client ends the subscription too. The store's limiters go
+// on deciding after Close, but a cached denial then answers only for
+// DenialCacheBound after its request. Close always returns nil.
+func (s *RedisStore) Close() error {
+	if s.guard != nil {
+		s.guard.denials.close()
+	}
+	return nil
 }
 
 // resends reports whether client may send a command again after its reply
@@ -141,7 +156,8 @@ func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, err
 		return nil, fmt.Errorf("%w: with WithInstances(%d) the local limits: %w", ErrInvalidOption, s.cfg.redis.instances, err)
 	}
 	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
-		guard: s.guard, twin: twin.(*memoryLimiter), twinIndex: twinIndex, instances: s.cfg.redis.instances, salt: rand.Uint64()}
+		channel: denialsChannel(s.cfg.prefix), guard: s.guard, twin: twin.(*memoryLimiter), twinIndex: twinIndex,
+		instances: s.cfg.redis.instances, salt: rand.Uint64()}
 	args := make([]any, 1, 2+4*len(limits))
 	for _, lim := range limits {
 		p := paramsFor(alg, lim)
@@ -177,6 +193,7 @@ type redisLimiter struct {
 	alg      Algorithm
 	limits   []Limit
 	prefix   string    // "<prefix>:{"
+	channel  string    // the store's announcements (denialsChannel)
 	suffixes []string  // "}:<state name>", one per limit
 	calls    sync.Pool // *redisCall: keys, then costs and rate, period, burst, unit per limit
 	// limitArgs are the script's arguments after the costs: rate, period,

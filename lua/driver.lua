@@ -95,15 +95,31 @@ local function decide(base, cost, peek, maxd)
   return string.format('1 %d %d %d %d', bind, bind_remaining, delay, bind_reset)
 end
 
+-- announce tells every application instance that the key whose state key
+-- is given has room again, so that each forgets the denials it cached for
+-- it: "<prefix>:{<tag>}:..." publishes the SHA-1 of the tag, never the key,
+-- on "<prefix>:denials" (the prefix has no braces, the tag is escaped).
+local function announce(key)
+  local prefix, tag = string.match(key, '^([^{}]*):{([^{}]*)}')
+  if prefix then
+    redis.call('PUBLISH', prefix .. ':denials', redis.sha1hex(tag))
+  end
+end
+
 -- give_back refunds cost units consumed at least age µs ago under every limit
 -- of the key whose limits' keys follow KEYS[base], and answers as a peek of
 -- cost 0 would after it. A refund that changed something is kept as a
 -- consuming call is, so that a call sent again does not refund twice.
 local function give_back(base, cost, age)
+  local gave = false
   for i = 1, per do
     if refund(i, KEYS[base + i], now, cost, now - age, rates[i], periods[i], bursts[i], units[i]) then
-      consumed = true
+      gave = true
     end
+  end
+  if gave then
+    consumed = true
+    announce(KEYS[base + 1])
   end
   return decide(base, 0, true, 0)
 end

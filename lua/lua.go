@@ -36,6 +36,11 @@
 // nothing; so a call counts once however often it is sent. Only a reply
 // that consumed, charged or refunded something is kept.
 //
+// A refund that gave something back publishes, on "<prefix>:denials", the
+// SHA-1 (hex) of the key's hash tag, so that every application instance
+// forgets the denials it cached for the key; reset.lua does the same after
+// deleting a key's state.
+//
 // Concurrency stands apart: a script of its own, without the driver, that
 // takes a lease of a concurrency limit (see concurrency.lua).
 package lua
@@ -58,6 +63,10 @@ var (
 	// Concurrency takes a lease of a concurrency limit: a sorted set of
 	// leases scored by expiry.
 	Concurrency = mustRead("concurrency.lua")
+
+	// Reset deletes one key's state under every limit and announces it on
+	// the store's channel (see reset.lua).
+	Reset = mustRead("reset.lua")
 )
 
 func assemble(name string) string {
