@@ -1,9 +1,11 @@
 package algorithms
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,4 +203,60 @@ func TestRefusedLocallyIsNotCharged(t *testing.T) {
 		v, _ := admin.Get(ctx, keys[0]).Result()
 		t.Fatalf("Redis counted refused requests: %s = %q", keys[0], v)
 	}
+}
+
+// A decision whose deadline passed while it waited in this process for a
+// connection is logged as such, not as too many decisions waiting.
+func TestQueuedPastDeadlineIsLoggedAsSuch(t *testing.T) {
+	c, admin := clientAndAdmin(t)
+	ctx := context.Background()
+	var logs syncBuffer
+	l, err := New(NewRedisStore(c, WithMaxInFlight(1), WithTimeout(100*time.Millisecond),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))), FixedWindow, PerMinute(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Allow(ctx, "warm", 1); err != nil { // dial and load the script first
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "400", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The one call in flight: its caller leaves (a canceled context logs
+	// nothing), its call stays stuck in the pause.
+	first, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = l.Allow(first, "a", 1)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	time.AfterFunc(30*time.Millisecond, cancel) // the first leaves before its deadline
+	res, err := l.Allow(ctx, "b", 1)            // waits in line past its deadline
+	<-done
+	if err != nil || res.Decider != DecidedLocally {
+		t.Fatalf("got %+v %v; want a local decision", res, err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "deadline passed before a connection was free") || strings.Contains(out, "too many decisions waiting") {
+		t.Fatalf("log %q; want the deadline named, not a full line", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -53,6 +53,9 @@ func (s *lastSaid) hash(l *redisLimiter, key string) uint64 {
 
 // remember records Redis's answer res for key, sent at.
 func (s *lastSaid) remember(l *redisLimiter, key string, at time.Time, res Result) {
+	if s == nil {
+		return
+	}
 	h := s.hash(l, key)
 	i := h & (lastSaidSlots - 1)
 	mu := &s.locks[i&63]
@@ -65,6 +68,9 @@ func (s *lastSaid) remember(l *redisLimiter, key string, at time.Time, res Resul
 // false when there is none to start from (none, or already started from,
 // or past its ResetAfter).
 func (s *lastSaid) take(l *redisLimiter, key string, now time.Time) (int64, bool) {
+	if s == nil {
+		return 0, false
+	}
 	h := s.hash(l, key)
 	i := h & (lastSaidSlots - 1)
 	mu := &s.locks[i&63]
@@ -91,6 +97,9 @@ func (s *lastSaid) take(l *redisLimiter, key string, now time.Time) (int64, bool
 
 // forget drops Redis's last answer for key.
 func (s *lastSaid) forget(l *redisLimiter, key string) {
+	if s == nil {
+		return
+	}
 	h := s.hash(l, key)
 	i := h & (lastSaidSlots - 1)
 	mu := &s.locks[i&63]
