@@ -69,9 +69,9 @@ func TestRedisDown(t *testing.T) {
 		// local decision does, an uncounted one does not.
 		headers bool
 	}{
-		// The local twin starts afresh: the documented local quota of 3,
-		// then denials.
-		{"local by default", algorithms.FailLocal, []int{200, 200, 200, 429, 429}, true},
+		// The local twin starts from Redis's last answer (2 left of 3),
+		// not from a full quota: 2 more, then denials.
+		{"local by default", algorithms.FailLocal, []int{200, 200, 429, 429, 429}, true},
 		{"fail open", algorithms.FailOpen, []int{200, 200, 200, 200, 200}, false},
 		{"fail closed", algorithms.FailClosed, []int{503, 503, 503, 503, 503}, false},
 	}

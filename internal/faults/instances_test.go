@@ -14,7 +14,8 @@ import (
 )
 
 // Three instances (separate clients, WithInstances(3)) share 100 an hour
-// on one key; a fault begins, and 5 ms into it a flood from all three
+// on one key; a fault (CLIENT PAUSE, SIGSTOP, a kill and a restart that
+// forgets) begins, and 5 ms into it a flood from all three
 // begins and lasts until 1.5 s after the fault. Whatever each instance's
 // twin admits is charged to Redis, and it starts from what Redis last said
 // (the requests before the fault went through every instance): at most the
@@ -33,6 +34,11 @@ func TestChargesAcrossInstances(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		srv.Restart()
 	}
+	freeze := func(_ *testing.T, srv *redistest.Server, _ *redis.Client) {
+		srv.Freeze()
+		time.Sleep(200 * time.Millisecond)
+		srv.Thaw()
+	}
 	faults := []struct {
 		name    string
 		before  int
@@ -41,6 +47,7 @@ func TestChargesAcrossInstances(t *testing.T) {
 	}{
 		{"pause", 0, false, pause},
 		{"pause after 60", 60, false, pause},
+		{"sleep after 60", 60, false, freeze},
 		{"restart", 0, true, restart},
 		{"restart after 30", 30, true, restart},
 	}
