@@ -179,10 +179,20 @@ func (b *batcher) forgetCharge(l *redisLimiter, key string) {
 func (b *batcher) ownsChargeLocked(key queueKey) bool { return b.owed[key] != nil }
 
 // decideAndCharge decides a request of cost for key locally with decide
-// and, when decide admits it, adds cost to the key's owed charge, both
-// under b.mu (see the charge line's invariant above). A key that cannot
-// owe (the table is full) is refused without asking decide.
+// and, when decide admits it, adds cost to the key's owed charge (doubt:
+// see chargeLocked) and gates the key (see redis_gate.go), all under b.mu
+// (see the charge line's invariant above).
 func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt uint64, decide func() (Result, error)) (Result, error) {
+	return b.admitLocally(l, key, decide, func(id queueKey) {
+		b.chargeLocked(id, cost, false, doubt)
+		b.gateLocked(id)
+	})
+}
+
+// admitLocally runs decide under b.mu and, for an admission, owe under the
+// same lock. A key that cannot owe (the table is full) is refused without
+// asking decide.
+func (b *batcher) admitLocally(l *redisLimiter, key string, decide func() (Result, error), owe func(queueKey)) (Result, error) {
 	id := queueKey{l, key}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -193,8 +203,7 @@ func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt u
 	if err != nil || !res.Allowed || res.Decider != DecidedLocally {
 		return res, err
 	}
-	b.chargeLocked(id, cost, false, doubt)
-	b.gateLocked(id)
+	owe(id)
 	return res, nil
 }
 
@@ -209,24 +218,15 @@ const (
 // not answered in time. Its call may yet count it in Redis: the charge is
 // owed only once the call turns out not to have (see learnOutcome).
 func (b *batcher) decideSent(l *redisLimiter, key string, w *waiter, decide func() (Result, error)) (Result, error) {
-	id := queueKey{l, key}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.roomLocked(id) {
-		return l.uncounted(false, DecidedLocally), nil
-	}
-	res, err := decide()
-	if err != nil || !res.Allowed || res.Decider != DecidedLocally {
-		return res, err
-	}
-	b.gateLocked(id)
-	switch w.outcome {
-	case outcomeUnknown:
-		w.localCost = w.cost
-	case outcomeNotCounted:
-		b.chargeLocked(id, w.cost, false, w.doubt)
-	}
-	return res, nil
+	return b.admitLocally(l, key, decide, func(id queueKey) {
+		b.gateLocked(id)
+		switch w.outcome {
+		case outcomeUnknown:
+			w.localCost = w.cost
+		case outcomeNotCounted:
+			b.chargeLocked(id, w.cost, false, w.doubt)
+		}
+	})
 }
 
 // learnOutcome tells the abandoned waiters of a finished call whether

@@ -47,8 +47,11 @@ func newLastSaid() *lastSaid {
 	return &lastSaid{seed: maphash.MakeSeed(), slots: make([]saidSlot, lastSaidSlots)}
 }
 
-func (s *lastSaid) hash(l *redisLimiter, key string) uint64 {
-	return (maphash.String(s.seed, key) ^ l.salt) | 1
+// slot returns key's hash, its slot and the slot's lock.
+func (s *lastSaid) slot(l *redisLimiter, key string) (uint64, *saidSlot, *sync.Mutex) {
+	h := (maphash.String(s.seed, key) ^ l.salt) | 1
+	i := h & (lastSaidSlots - 1)
+	return h, &s.slots[i], &s.locks[i&63]
 }
 
 // remember records Redis's answer res for key, sent at.
@@ -56,11 +59,9 @@ func (s *lastSaid) remember(l *redisLimiter, key string, at time.Time, res Resul
 	if s == nil {
 		return
 	}
-	h := s.hash(l, key)
-	i := h & (lastSaidSlots - 1)
-	mu := &s.locks[i&63]
+	h, sl, mu := s.slot(l, key)
 	mu.Lock()
-	s.slots[i] = saidSlot{hash: h, remaining: int64(res.Remaining), at: at, whole: res.ResetAfter}
+	*sl = saidSlot{hash: h, remaining: int64(res.Remaining), at: at, whole: res.ResetAfter}
 	mu.Unlock()
 }
 
@@ -71,11 +72,8 @@ func (s *lastSaid) take(l *redisLimiter, key string, now time.Time) (int64, bool
 	if s == nil {
 		return 0, false
 	}
-	h := s.hash(l, key)
-	i := h & (lastSaidSlots - 1)
-	mu := &s.locks[i&63]
+	h, sl, mu := s.slot(l, key)
 	mu.Lock()
-	sl := &s.slots[i]
 	if sl.hash != h || sl.applied {
 		mu.Unlock()
 		return 0, false
@@ -100,12 +98,10 @@ func (s *lastSaid) forget(l *redisLimiter, key string) {
 	if s == nil {
 		return
 	}
-	h := s.hash(l, key)
-	i := h & (lastSaidSlots - 1)
-	mu := &s.locks[i&63]
+	h, sl, mu := s.slot(l, key)
 	mu.Lock()
-	if s.slots[i].hash == h {
-		s.slots[i] = saidSlot{}
+	if sl.hash == h {
+		*sl = saidSlot{}
 	}
 	mu.Unlock()
 }
