@@ -66,8 +66,12 @@ func TestClusterMigratingSlotDecidedByRedis(t *testing.T) {
 		before    bool // decide once before the migration: state on the source
 		move      bool // then move the key's state to the target
 		pipelined bool // decide with keys of other slots in one pipeline
+		limits    []Limit
 	}{
 		{name: "state on the source", before: true},
+		// Both limits' states on one node: Redis still serves the call.
+		{name: "two limits on the source", before: true, limits: []Limit{PerMinute(rate), PerHour(100)}},
+		{name: "two limits moved to the target", before: true, move: true, limits: []Limit{PerMinute(rate), PerHour(100)}},
 		{name: "state moved to the target", before: true, move: true},
 		{name: "new key", before: false},
 		{name: "pipeline", before: true, pipelined: true},
@@ -79,10 +83,14 @@ func TestClusterMigratingSlotDecidedByRedis(t *testing.T) {
 			defer c.Close()
 			ctx := context.Background()
 			prefix := "mig" + strings.ReplaceAll(tc.name, " ", "")
+			limits := tc.limits
+			if limits == nil {
+				limits = []Limit{PerMinute(rate)}
+			}
 			// A deadline long enough for the first call, which finds out
 			// through go-redis's redirections and backoff.
 			l, err := New(NewRedisStore(c, WithPrefix(prefix), WithTimeout(2*time.Second), WithDenialCache(0),
-				WithLogger(quietLogger())), FixedWindow, PerMinute(rate))
+				WithLogger(quietLogger())), FixedWindow, limits...)
 			if err != nil {
 				t.Fatal(err)
 			}
