@@ -2,9 +2,12 @@ package algorithms
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/clusterslot"
 )
 
 // scriptCall is one script call of a flush: the jobs of one limiter whose
@@ -48,18 +51,19 @@ func callsOf(jobs []*job) []*scriptCall {
 		c.jobs = append(c.jobs, j)
 	}
 	for _, c := range calls {
-		c.assemble()
+		c.assemble(c.l.once)
 	}
 	return calls
 }
 
 // assemble lays out the call's keys and arguments: every job's keys in
-// turn, and its costs as one group of ARGV[1]; then the key and lifetime
-// of the call's kept reply (see callIDs), in the first job's slot.
-func (c *scriptCall) assemble() {
+// turn, and its costs as one group of ARGV[1]; then, when withOnce says
+// so, the key and lifetime of the call's kept reply (see callIDs), in the
+// first job's slot.
+func (c *scriptCall) assemble(withOnce bool) {
 	l, per := c.l, len(c.l.limits)
 	once := 0
-	if l.once {
+	if withOnce {
 		once = 1
 	}
 	c.keys = make([]string, len(c.jobs)*per+once)
@@ -73,7 +77,7 @@ func (c *scriptCall) assemble() {
 	}
 	c.args = make([]any, 0, 2+len(l.limitArgs))
 	c.args = append(append(c.args, groups.String()), l.limitArgs...)
-	if l.once {
+	if withOnce {
 		c.keys[len(c.keys)-1] = l.onceKey(c.jobs[0].key, l.guard.ids.id())
 		c.args = append(c.args, l.onceTTL)
 	}
@@ -125,34 +129,17 @@ func (groupError) RedisError() {}
 
 // runCalls sends the calls, together in one pipeline when there are
 // several, with the scripts Redis has lost sent in full once more, and
-// returns the error that says most about Redis's health: nil when Redis
-// answered every call, even with an error reply.
+// those a Cluster slot in migration refused sent once more without the
+// exactly-once key (see redis_migrate.go); it returns the error that says most
+// about Redis's health: nil when Redis answered every call, even with an
+// error reply. The calls carry no refunds, which must keep that key.
 func runCalls(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) error {
-	if len(calls) == 1 {
-		c := calls[0]
-		c.cmd = c.l.script.Run(ctx, client, c.keys, c.args...)
-	} else {
-		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range calls {
-				c.cmd = c.l.script.EvalSha(ctx, p, c.keys, c.args...)
-			}
-			return nil
-		})
-		var lost []*scriptCall
-		for _, c := range calls {
-			if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-				lost = append(lost, c)
-			}
-		}
-		if len(lost) > 0 {
-			// Not run: send them with the script's source, which loads it.
-			_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for _, c := range lost {
-					c.cmd = c.l.script.Eval(ctx, p, c.keys, c.args...)
-				}
-				return nil
-			})
-		}
+	calls = avoidMigrating(calls)
+	send(ctx, client, calls)
+	if refused, again := refusedInMigration(calls); len(again) > 0 {
+		// Not run: the key that kept them from running goes.
+		send(ctx, client, again)
+		calls = replaced(calls, refused, again)
 	}
 	var health error
 	for _, c := range calls {
@@ -163,19 +150,48 @@ func runCalls(ctx context.Context, client redis.UniversalClient, calls []*script
 	return health
 }
 
-// clusterSlot is the Cluster slot of a key whose hash tag is tag: CRC16
-// (XMODEM) modulo 16384, as Redis computes it.
-func clusterSlot(tag string) int {
-	var crc uint16
-	for i := 0; i < len(tag); i++ {
-		crc ^= uint16(tag[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
+// send sends the calls, together in one pipeline when there are several,
+// with the scripts Redis has lost sent in full once more.
+func send(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) {
+	if len(calls) == 1 {
+		c := calls[0]
+		c.cmd = c.l.script.Run(ctx, client, c.keys, c.args...)
+		return
+	}
+	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range calls {
+			c.cmd = c.l.script.EvalSha(ctx, p, c.keys, c.args...)
+		}
+		return nil
+	})
+	var lost []*scriptCall
+	for _, c := range calls {
+		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			lost = append(lost, c)
 		}
 	}
-	return int(crc) % 16384
+	if len(lost) > 0 {
+		// Not run: send them with the script's source, which loads it.
+		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range lost {
+				c.cmd = c.l.script.Eval(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+	}
 }
+
+// replaced returns calls without those refused, followed by again, the
+// calls sent in their stead (some of them the refused calls, changed).
+func replaced(calls, refused, again []*scriptCall) []*scriptCall {
+	out := make([]*scriptCall, 0, len(calls)+len(again))
+	for _, c := range calls {
+		if !slices.Contains(refused, c) {
+			out = append(out, c)
+		}
+	}
+	return append(out, again...)
+}
+
+// clusterSlot is the Cluster slot of a key whose hash tag is tag.
+func clusterSlot(tag string) int { return clusterslot.Of(tag) }

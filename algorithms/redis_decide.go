@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/internal/breaker"
+	"github.com/redlimit/redlimit/internal/clusterslot"
 )
 
 // guard is what a Redis store's limiters share to decide without letting
@@ -28,6 +29,10 @@ type guard struct {
 	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
 
 	wheel *deadlineWheel // the deadlines of waiting decisions and calls
+
+	// moving holds the Cluster slots found migrating, whose calls go
+	// without the exactly-once key (see redis_migrate.go).
+	moving clusterslot.Migrating
 
 	// inline: the client honours a context's deadline, so an idle store's
 	// decision can be sent on the caller's goroutine (see flushInline).

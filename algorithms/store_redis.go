@@ -234,13 +234,17 @@ func (l *redisLimiter) run(ctx context.Context, key, list string, n int, decidin
 }
 
 // runInto is run with the Results in dst if it has room, and the call's id.
+// In a migrating Cluster slot it sends no id, but in a refund (see
+// redis_migrate.go).
 func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, deciding bool, dst []Result) ([]Result, uint64, error) {
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)
 	keys, args := call.keys, call.args
+	g := l.guard
+	refund := strings.HasPrefix(list, "r")
 	var id uint64
-	if deciding && l.once {
-		id = l.guard.ids.id()
+	if deciding && l.once && (refund || !g.moving.Holds(hashTagSafe(key), g.clock)) {
+		id = g.ids.id()
 		l.keysOf(key, keys, id)
 	} else {
 		keys, args = keys[:len(l.limits)], args[:len(args)-1]
@@ -248,6 +252,11 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 	}
 	args[0] = list
 	reply, err := l.script.Run(ctx, l.client, keys, args...).Text()
+	if err != nil && id != 0 && !refund && g.moving.Learn(hashTagSafe(key), err, g.clock()) {
+		// Not run: the key that kept it from running goes.
+		id = 0
+		reply, err = l.script.Run(ctx, l.client, keys[:len(l.limits)], args[:len(args)-1]...).Text()
+	}
 	if err != nil {
 		return nil, id, scriptError(l.alg, err)
 	}

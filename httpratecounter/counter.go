@@ -15,6 +15,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/breaker"
+	"github.com/redlimit/redlimit/internal/clusterslot"
 	"github.com/redlimit/redlimit/lua"
 )
 
@@ -49,6 +50,18 @@ type Counter struct {
 	breaker *breaker.Breaker
 	ids     *callIDs // nil when the client never resends: no kept replies
 	onceTTL int64    // ms
+
+	// moving holds the Cluster slots found migrating. While a slot
+	// migrates, Redis serves a command only when one node holds all its
+	// keys, or none and it has one key; the key of an increment's kept
+	// reply never exists before the increment, so an increment that
+	// carries it is refused, and is sent once more without it, and the
+	// increments of that slot go without it for clusterslot.Hold. Sent
+	// again by go-redis after a lost reply, such an increment may count
+	// twice. A checked increment (WithStrictLimit) reads two windows'
+	// counters, and is still refused while they lie on different nodes or
+	// on neither.
+	moving clusterslot.Migrating
 }
 
 // limiterConfig is what httprate passed to Config, or why it cannot work.
@@ -128,8 +141,9 @@ func (c *Counter) config() (*limiterConfig, error) {
 
 // Get implements httprate.LimitCounter: the counts of key in the windows
 // that start at currentWindow and previousWindow, read together with one
-// MGET (both counters share a hash tag, so one Cluster node holds them).
-// A missing counter is 0.
+// MGET (both counters share a hash tag, so one Cluster node holds them,
+// but while their slot migrates each may lie on either node: they are then
+// read apart, see Counter.moving). A missing counter is 0.
 func (c *Counter) Get(key string, currentWindow, previousWindow time.Time) (int, int, error) {
 	if _, err := c.config(); err != nil {
 		return 0, 0, err
@@ -137,7 +151,14 @@ func (c *Counter) Get(key string, currentWindow, previousWindow time.Time) (int,
 	tag := hashOf(key)
 	keys := []string{c.keyOf(tag, currentWindow), c.keyOf(tag, previousWindow)}
 	vals, err := withTimeout(c, func(ctx context.Context) ([]any, error) {
-		return c.client.MGet(ctx, keys...).Result()
+		if c.moving.Holds(tag, time.Now) {
+			return c.getApart(ctx, keys)
+		}
+		vals, err := c.client.MGet(ctx, keys...).Result()
+		if err != nil && c.moving.Learn(tag, err, time.Now()) {
+			return c.getApart(ctx, keys)
+		}
+		return vals, err
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: get: %w", ErrUnavailable, err)
@@ -152,6 +173,30 @@ func (c *Counter) Get(key string, currentWindow, previousWindow time.Time) (int,
 		}
 	}
 	return counts[0], counts[1], nil
+}
+
+// getApart reads keys as MGET does, with a GET each in one pipeline: in a
+// migrating Cluster slot, each GET is served by the node that holds its
+// key, or by the importing node when neither does.
+func (c *Counter) getApart(ctx context.Context, keys []string) ([]any, error) {
+	cmds := make([]*redis.StringCmd, len(keys))
+	_, _ = c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.Get(ctx, k)
+		}
+		return nil
+	})
+	vals := make([]any, len(keys))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		switch {
+		case err == nil:
+			vals[i] = v
+		case !errors.Is(err, redis.Nil):
+			return nil, err
+		}
+	}
+	return vals, nil
 }
 
 // countOf reads one MGET value: nil for a missing counter, else a
@@ -205,12 +250,19 @@ func (c *Counter) IncrementBy(key string, currentWindow time.Time, amount int) e
 		keys = []string{c.keyOf(tag, currentWindow)}
 		args = []any{amount, ttl}
 	}
-	if c.ids != nil {
+	once := c.ids != nil && !c.moving.Holds(tag, time.Now)
+	if once {
 		keys = append(keys, c.keyHead+tag+"}:once:"+c.ids.id())
 		args = append(args, c.onceTTL)
 	}
 	n, err := withTimeout(c, func(ctx context.Context) (int64, error) {
-		return script.Run(ctx, c.client, keys, args...).Int64()
+		n, err := script.Run(ctx, c.client, keys, args...).Int64()
+		if err != nil && once && c.moving.Learn(tag, err, time.Now()) {
+			// Not run: the key that kept it from running goes (see
+			// Counter.moving).
+			n, err = script.Run(ctx, c.client, keys[:len(keys)-1], args[:len(args)-1]...).Int64()
+		}
+		return n, err
 	})
 	if err != nil {
 		return fmt.Errorf("%w: increment: %w", ErrUnavailable, err)

@@ -35,6 +35,13 @@
 // counts nothing. A Client with MaxRetries -1 never resends, and its
 // increments keep nothing.
 //
+// While a Cluster slot migrates (a reshard), Redis serves a command only
+// when one node holds all its keys, or none and it has one key. A
+// client's increments then go without the id (a resend after a lost reply
+// may count twice) and Get reads its two counters with a GET each; a
+// checked increment (WithStrictLimit) is refused while the two counters
+// lie on different nodes or on neither.
+//
 // # What is atomic
 //
 // httprate asks a counter two questions per request, in order: Get (the
