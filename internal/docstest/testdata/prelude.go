@@ -1,0 +1,31 @@
+// The names documentation fragments may use without declaring them: what a
+// real program would have made earlier, given only its type here. Fragments
+// are type-checked, never run, so none of these needs a value.
+
+package docs
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+var (
+	ctx     context.Context
+	client  *redis.Client
+	store   algorithms.Store
+	limiter algorithms.RateLimiter
+	logger  *slog.Logger
+	r       chi.Router
+)
+
+// Handlers of an application, by the names the documentation gives them.
+var (
+	search, searchHandler, loginHandler, export, items, login http.HandlerFunc
+	uploadHandler                                             http.Handler
+)
