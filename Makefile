@@ -1,6 +1,6 @@
 # Developer and CI entry points for redlimit.
 #
-#   make test                 install redis-server, redis-sentinel and wrk if possible, then run all tests with -race
+#   make test                 install redis-server, redis-sentinel, wrk and promtool if possible, then run all tests with -race
 #   make bench [BENCH=re] [COUNT=n] [PKG=./algorithms/...]
 #   make lint                 gofmt, go vet, staticcheck
 #   make run [ARGS="..."]     run the example server
@@ -26,7 +26,8 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@latest
 
 .PHONY: test bench lint run fuzz loadtest plots bench-compare bench-http
 
-# The real-Redis tests need redis-server and redis-sentinel; the script installs them where it
+# The real-Redis tests need redis-server and redis-sentinel, and the alert
+# rules' tests (deploy/) promtool; the script installs them where it
 # can and explains where it cannot. Packages run one at a time (-p 1): the
 # fault tests hold every decision to its deadline + 50 ms, which a 2-core
 # machine running other packages' Redis load beside them cannot promise.
