@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"reflect"
 )
 
 // misconfigured logs err, with the logger among opts if there is one, and
@@ -31,16 +30,3 @@ var misconfiguredHandler = func() http.Handler {
 	p := newProblem(http.StatusInternalServerError, "", "The rate limiter is misconfigured.", nil)
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { p.write(w) })
 }()
-
-// isNil reports whether l is nil, or a nil pointer (or map, func, ...) in a
-// Limiter (or a ConcurrencyLimiter, an Observer): calling it would panic.
-func isNil(l any) bool {
-	if l == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(l); v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
-}

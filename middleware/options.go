@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -206,33 +205,4 @@ func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res algori
 // which answers 401 for keyfunc's credential errors and 400 for any other.
 func WithKeyErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return func(c *config) { c.keyError = h }
-}
-
-// apply applies opts in order, refusing a nil one.
-func (c *config) apply(opts []Option) error {
-	for i, o := range opts {
-		if o == nil {
-			return fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
-		}
-		o(c)
-	}
-	return nil
-}
-
-// newConfig returns the defaults, before options.
-func newConfig() *config {
-	return &config{
-		timeout:          DefaultTimeout,
-		policy:           FailClosed,
-		breakFor:         DefaultBreakFor,
-		routeScope:       true,
-		unavailableRetry: time.Second,
-		legacy:           true,
-		ietf:             true,
-		policyName:       DefaultPolicyName,
-		now:              time.Now,
-		maxWaiting:       DefaultMaxWaiting,
-
-		countCredentialFailures: true,
-	}
 }

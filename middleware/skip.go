@@ -23,3 +23,13 @@ func WithSkip(skip func(*http.Request) bool) Option {
 		c.skip, c.skipNil = skip, skip == nil
 	}
 }
+
+// skipped is the first step: it reports whether WithSkip exempts r, which
+// then passes on as if no middleware were there.
+func (c *config) skipped(r *http.Request) bool {
+	if c.skip == nil || !c.skip(r) {
+		return false
+	}
+	c.observe(OutcomeSkipped, "", 0)
+	return true
+}
