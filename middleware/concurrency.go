@@ -41,24 +41,13 @@ const DefaultConcurrencyPolicyName = "concurrency"
 // WithClock. WithCost, WithLimiterFunc, WithFallback and a key error
 // counted under a rate limit (WithCountCredentialFailures is ignored: a
 // key error is answered at once) do not apply; the first three are
-// refused. Misconfiguration is handled as New handles it: logged, and
-// every request answered 500; NewConcurrencyChecked returns it instead.
+// refused. Misconfiguration is refused as New refuses it, with an error
+// wrapping ErrInvalidOption.
 //
 // Releasing a lease held in Redis costs a round trip after the handler
 // returns, before the response is finished, so a client that waits for
 // each response never meets its own previous request's lease.
-func NewConcurrency(limiter algorithms.ConcurrencyLimiter, opts ...Option) func(http.Handler) http.Handler {
-	mw, err := NewConcurrencyChecked(limiter, opts...)
-	if err == nil {
-		return mw
-	}
-	return misconfigured(err, opts)
-}
-
-// NewConcurrencyChecked is NewConcurrency with the configuration checked up
-// front: it returns an error wrapping ErrInvalidOption instead of
-// middleware that answers 500.
-func NewConcurrencyChecked(limiter algorithms.ConcurrencyLimiter, opts ...Option) (func(http.Handler) http.Handler, error) {
+func NewConcurrency(limiter algorithms.ConcurrencyLimiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	c := newConfig()
 	c.policyName = DefaultConcurrencyPolicyName
 	if err := c.apply(opts); err != nil {
@@ -69,6 +58,7 @@ func NewConcurrencyChecked(limiter algorithms.ConcurrencyLimiter, opts ...Option
 	}
 	store := storeName(limiter)
 	return func(next http.Handler) http.Handler {
+		mustHandle(next)
 		return &concurrencyHandler{c: c, limiter: limiter, store: store, next: next}
 	}, nil
 }

@@ -72,8 +72,8 @@ type config struct {
 	policyCached     atomic.Int64     // entries added to policyCache
 }
 
-// ErrInvalidOption is wrapped by NewChecked's error for configuration that
-// no request could be served with.
+// ErrInvalidOption is wrapped by the error New and NewConcurrency return
+// for configuration that no request could be served with.
 var ErrInvalidOption = errors.New("middleware: invalid option")
 
 // init checks the options, fills in defaults and precomputes responses.
@@ -223,4 +223,14 @@ func isNil(l any) bool {
 		return v.IsNil()
 	}
 	return false
+}
+
+// mustHandle panics when next is nil (or a nil HandlerFunc): wrapping it
+// is a programming error, caught on the first request at the latest, and
+// the function that wraps has no error to return. http.ServeMux.Handle
+// panics alike.
+func mustHandle(next http.Handler) {
+	if next == nil || isNil(next) && reflect.TypeOf(next).Kind() == reflect.Func {
+		panic("middleware: nil handler")
+	}
 }

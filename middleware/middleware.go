@@ -1,11 +1,8 @@
 package middleware
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"reflect"
 
 	"github.com/redlimit/redlimit/algorithms"
 )
@@ -13,26 +10,15 @@ import (
 // New returns middleware that rate-limits each request with limiter (or the
 // one WithLimiterFunc picks) under the key the key function derives.
 //
-// New never panics. Configuration that no request could be served with (a
-// nil limiter, a nil option, a timeout that is not positive, a negative
-// breaker time, an invalid policy name, an unknown FailurePolicy or
-// ResetMode, WithSkip(nil), a nil clock, a nil pointer as the Observer) is
-// logged at once, at error level, and every request then gets 500 with a
-// problem body that names nothing internal: the service fails closed
-// rather than unlimited. So does the middleware wrapped around a nil
-// handler. NewChecked reports it as an error instead, for programs that
-// check their configuration at start-up.
-func New(limiter algorithms.Limiter, opts ...Option) func(http.Handler) http.Handler {
-	mw, err := NewChecked(limiter, opts...)
-	if err == nil {
-		return mw
-	}
-	return misconfigured(err, opts)
-}
-
-// NewChecked is New with the configuration checked up front: it returns an
-// error wrapping ErrInvalidOption instead of middleware that answers 500.
-func NewChecked(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
+// Configuration that no request could be served with is refused here,
+// with an error wrapping ErrInvalidOption: a nil limiter or fallback, a
+// nil option, a timeout that is not positive, a negative breaker time, an
+// invalid policy name, an unknown FailurePolicy or ResetMode,
+// WithSkip(nil), WithChargeIf(nil), a nil clock, a nil pointer as the
+// Observer, a WithDelay or WithMaxWaiting out of range or a limiter that
+// cannot delay or settle as the options ask. The middleware panics when
+// it wraps a nil handler, as http.ServeMux.Handle does.
+func New(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	c := newConfig()
 	c.limiter = limiter
 	if err := c.apply(opts); err != nil {
@@ -42,12 +28,7 @@ func NewChecked(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) 
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return func(next http.Handler) http.Handler {
-		if next == nil || isNil(next) && reflect.TypeOf(next).Kind() == reflect.Func {
-			// Nothing to pass a request on to: fail closed, and say so.
-			c.logger.LogAttrs(context.Background(), slog.LevelError,
-				"redlimit: middleware wrapped around a nil handler: every request gets 500")
-			return misconfiguredHandler
-		}
+		mustHandle(next)
 		return &handler{c: c, next: next}
 	}, nil
 }

@@ -91,7 +91,7 @@ func WithLimiterFunc(pick func(r *http.Request, key string) algorithms.Limiter) 
 // a decision gets DefaultTimeout, or longer when the limiter bounds its
 // decisions itself for longer (algorithms.DecisionBounder: a Redis store's
 // WithTimeout), so that the store's setting is not cut short. A timeout
-// that is not positive is a misconfiguration (see NewChecked).
+// that is not positive is refused by New.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout, c.timeoutSet = d, true }
 }

@@ -26,9 +26,8 @@ import (
 // reservation. A handler that panics keeps its charge. WithShadow settles
 // too, so its counts are those enforcement would make. The limiter must
 // implement algorithms.Refunder (every limiter algorithms.New returns
-// does); New reports one that does not, and a limiter WithLimiterFunc
-// picks that does not keeps its charge. A nil charge is a
-// misconfiguration.
+// does); New refuses one that does not, and a nil charge. A limiter
+// WithLimiterFunc picks that does not keeps its charge.
 func WithChargeIf(charge func(status int) bool) Option {
 	return func(c *config) {
 		c.chargeIf = charge

@@ -16,7 +16,7 @@ import "net/http"
 // trusted proxy wrote.
 //
 // skip runs on every request, so it must be fast and safe for concurrent
-// use. A nil skip is refused: NewChecked returns an error wrapping
+// use. A nil skip is refused: New returns an error wrapping
 // ErrInvalidOption.
 func WithSkip(skip func(*http.Request) bool) Option {
 	return func(c *config) {
