@@ -96,7 +96,7 @@ func build(c *Config, store *openStore, o *options) (*generation, error) {
 			}
 			opts = append(opts, middleware.WithLimiterFunc(pick))
 		}
-		mw, err := middleware.NewChecked(lim, append(opts, o.mwOpts...)...)
+		mw, err := middleware.New(lim, append(opts, o.mwOpts...)...)
 		if err != nil {
 			return nil, errAt(c, p.at, "%v", err)
 		}

@@ -128,7 +128,11 @@ func storeNames(t *testing.T) []string {
 	names := []string{named.StoreName()}
 	for _, lim := range []algorithms.Limiter{mem, customLimiter{}} {
 		var rec recorder
-		h := middleware.New(lim, middleware.WithObserver(&rec))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		mw, err := middleware.New(lim, middleware.WithObserver(&rec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.RemoteAddr = "192.0.2.1:1"
 		h.ServeHTTP(httptest.NewRecorder(), r)

@@ -50,7 +50,12 @@ func newConfiguredAPI(cfg options, logger *slog.Logger, m *metrics.Metrics, reg 
 		rt.Close()
 		return nil, err
 	}
-	if err := rt.Mount(r, handlers(exports, logger)); err != nil {
+	hs, err := handlers(exports, logger)
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	if err := rt.Mount(r, hs); err != nil {
 		rt.Close()
 		return nil, err
 	}

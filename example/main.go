@@ -212,7 +212,10 @@ func newAPI(store algorithms.Store, cfg options, logger *slog.Logger, m *metrics
 	if err != nil {
 		return nil, err
 	}
-	hs := handlers(exports, logger)
+	hs, err := handlers(exports, logger)
+	if err != nil {
+		return nil, err
+	}
 	r := chi.NewRouter()
 	for _, rt := range builtinRoutes {
 		limiter, err := algorithms.New(store, rt.Algorithm, rt.Limits...)
@@ -242,7 +245,7 @@ func newAPI(store algorithms.Store, cfg options, logger *slog.Logger, m *metrics
 				return plans[id.plan(r, key)] // nil: the policy's own limiter
 			}))
 		}
-		mw, err := middleware.NewChecked(limiter, opts...)
+		mw, err := middleware.New(limiter, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", rt.Method, rt.Path, err)
 		}

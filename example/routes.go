@@ -48,9 +48,13 @@ const exportsInFlight = 2
 // handlers are the example's endpoints, by route, whichever set limits
 // them. Exports, slow in a real API, also have a concurrency limit, inside
 // their rate limit: at most exportsInFlight per client at once.
-func handlers(exports algorithms.ConcurrencyLimiter, logger *slog.Logger) map[string]http.Handler {
-	export := middleware.NewConcurrency(exports, middleware.WithLogger(logger),
-		middleware.WithPolicyName("api-export-in-flight"))(reply("export started"))
+func handlers(exports algorithms.ConcurrencyLimiter, logger *slog.Logger) (map[string]http.Handler, error) {
+	inFlight, err := middleware.NewConcurrency(exports, middleware.WithLogger(logger),
+		middleware.WithPolicyName("api-export-in-flight"))
+	if err != nil {
+		return nil, fmt.Errorf("POST /api/export: %w", err)
+	}
+	export := inFlight(reply("export started"))
 	return map[string]http.Handler{
 		"GET /api/items":   reply("items"),
 		"GET /api/search":  reply("search results"),
@@ -59,7 +63,7 @@ func handlers(exports algorithms.ConcurrencyLimiter, logger *slog.Logger) map[st
 		"GET /api/reports": reply("reports"),
 		"GET /api/me":      reply("hello, token holder"),
 		"GET /api/plan":    reply("plan data"),
-	}
+	}, nil
 }
 
 // identities are what the example's routes are keyed by, beyond the

@@ -4,7 +4,7 @@
 //
 //	m, err := metrics.New(prometheus.DefaultRegisterer)
 //	store := algorithms.NewRedisStore(client, algorithms.WithObserver(m))
-//	mw := middleware.New(limiter, middleware.WithObserver(m), middleware.WithPolicyName("search"))
+//	mw, err := middleware.New(limiter, middleware.WithObserver(m), middleware.WithPolicyName("search"))
 //	http.Handle("GET /metrics", promhttp.Handler())
 //
 // The metrics:

@@ -42,6 +42,16 @@ func mustNew(t *testing.T, store algorithms.Store, alg algorithms.Algorithm, l a
 	return lim
 }
 
+// mustMiddleware is middleware.New for tests, failing t on an error.
+func mustMiddleware(t *testing.T, lim algorithms.Limiter, opts ...middleware.Option) func(http.Handler) http.Handler {
+	t.Helper()
+	mw, err := middleware.New(lim, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mw
+}
+
 // A scripted sequence through the middleware and a Redis store, then a
 // scrape of /metrics: every count exactly as the sequence implies.
 func TestScrape(t *testing.T) {
@@ -59,7 +69,7 @@ func TestScrape(t *testing.T) {
 	mem := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
 
 	// search: 2 allowed, 1 denied, 1 key error (an unknown API key).
-	search := middleware.New(mustNew(t, mem, algorithms.FixedWindow, algorithms.PerMinute(2)),
+	search := mustMiddleware(t, mustNew(t, mem, algorithms.FixedWindow, algorithms.PerMinute(2)),
 		middleware.WithObserver(m), middleware.WithPolicyName("search"), middleware.WithClock(clock.Now),
 		middleware.WithCountCredentialFailures(false),
 		middleware.WithKeyFunc(keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(raw string) bool { return raw == "k" }))))(ok)
@@ -69,7 +79,7 @@ func TestScrape(t *testing.T) {
 	send(search, "192.0.2.1:1", "X-API-Key", "guess")
 
 	// shadow: 1 allowed, 2 shadow_denied.
-	shadow := middleware.New(mustNew(t, mem, algorithms.TokenBucket, algorithms.PerMinute(1)),
+	shadow := mustMiddleware(t, mustNew(t, mem, algorithms.TokenBucket, algorithms.PerMinute(1)),
 		middleware.WithObserver(m), middleware.WithPolicyName("shadow"), middleware.WithShadow(true),
 		middleware.WithClock(clock.Now), middleware.WithLogger(quiet))(ok)
 	for range 3 {
@@ -83,7 +93,7 @@ func TestScrape(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer client.Close()
 	store := algorithms.NewRedisStore(client, algorithms.WithObserver(m), algorithms.WithLogger(quiet), algorithms.WithPrefix("api"))
-	api := middleware.New(mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)),
+	api := mustMiddleware(t, mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)),
 		middleware.WithObserver(m), middleware.WithPolicyName("api"))(ok)
 	send(api, "192.0.2.3:1")
 	if err := client.ConfigSet(context.Background(), "maxmemory", "1").Err(); err != nil {

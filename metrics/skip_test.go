@@ -22,7 +22,7 @@ func TestSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	h := middleware.New(mustNew(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(5)),
+	h := mustMiddleware(t, mustNew(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(5)),
 		middleware.WithObserver(m), middleware.WithPolicyName("api"),
 		middleware.WithSkip(func(r *http.Request) bool { return r.RemoteAddr == "192.0.2.9:1" }))(ok)
 	for range 4 {

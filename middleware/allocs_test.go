@@ -30,7 +30,7 @@ func TestAllocs(t *testing.T) {
 		{"deny", algorithms.PerHour(1)},
 	} {
 		lim := newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, tt.limit)
-		h := New(lim)(trivial)
+		h := mustNew(t, lim)(trivial)
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		w := &headerWriter{h: http.Header{}}
 		h.ServeHTTP(w, r) // the store's entry for the key is made once

@@ -24,7 +24,7 @@ func TestAttackHungRedisKeepsRequestDeadline(t *testing.T) {
 			client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: inline})
 			t.Cleanup(func() { _ = client.Close() })
 			store := algorithms.NewRedisStore(client, algorithms.WithTimeout(storeTimeout), algorithms.WithDenialCache(0))
-			h := New(newLimiter(t, store, algorithms.TokenBucket, algorithms.PerMinute(100)))(&okHandler{})
+			h := mustNew(t, newLimiter(t, store, algorithms.TokenBucket, algorithms.PerMinute(100)))(&okHandler{})
 			if rec := from(h, "/", "203.0.113.7:1"); rec.Code != http.StatusOK {
 				t.Fatalf("with Redis up: %d", rec.Code)
 			}

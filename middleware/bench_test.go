@@ -78,7 +78,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 	b.Run("memory", func(b *testing.B) {
 		lim := newLimiter(b, algorithms.NewMemoryStore(), algorithms.FixedWindow, huge)
-		serveParallel(b, New(lim)(trivial), reqs, http.StatusNoContent)
+		serveParallel(b, mustNew(b, lim)(trivial), reqs, http.StatusNoContent)
 	})
 	b.Run("httprate", func(b *testing.B) {
 		// The same work by github.com/go-chi/httprate in memory, measured in
@@ -96,7 +96,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 	b.Run("memory-denied", func(b *testing.B) {
 		lim := newLimiter(b, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(1))
-		h := New(lim)(trivial)
+		h := mustNew(b, lim)(trivial)
 		for _, r := range reqs {
 			h.ServeHTTP(httptest.NewRecorder(), r)
 		}
@@ -104,7 +104,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 	b.Run("memory-token-bucket", func(b *testing.B) {
 		lim := newLimiter(b, algorithms.NewMemoryStore(), algorithms.TokenBucket, huge)
-		serveParallel(b, New(lim)(trivial), reqs, http.StatusNoContent)
+		serveParallel(b, mustNew(b, lim)(trivial), reqs, http.StatusNoContent)
 	})
 }
 
@@ -113,7 +113,7 @@ func BenchmarkRedis(b *testing.B) {
 	reqs := benchRequests()
 	lim := redisLimiter(b, addr, algorithms.FixedWindow, huge)
 	b.Run("middleware", func(b *testing.B) {
-		serveParallel(b, New(lim, WithTimeout(DefaultTimeout*10))(trivial), reqs, http.StatusNoContent)
+		serveParallel(b, mustNew(b, lim, WithTimeout(DefaultTimeout*10))(trivial), reqs, http.StatusNoContent)
 	})
 	b.Run("allow", func(b *testing.B) {
 		allowParallel(b, lim, benchKeys(b, reqs))

@@ -42,7 +42,7 @@ func TestBreaker(t *testing.T) {
 	clock := newFakeClock()
 	lim := &flakyLimiter{down: true}
 	logger, logs := newLogger()
-	h := New(lim, WithBreaker(2*time.Second), WithLogger(logger), withClock(clock.Now))(&okHandler{})
+	h := mustNew(t, lim, WithBreaker(2*time.Second), WithLogger(logger), withClock(clock.Now))(&okHandler{})
 
 	steps := []struct {
 		name      string
@@ -85,7 +85,7 @@ func TestBreakerWithFallback(t *testing.T) {
 	main := &flakyLimiter{down: true}
 	fallback := &flakyLimiter{}
 	logger, _ := newLogger()
-	h := New(main, WithFallback(fallback), WithLogger(logger), withClock(clock.Now))(&okHandler{})
+	h := mustNew(t, main, WithFallback(fallback), WithLogger(logger), withClock(clock.Now))(&okHandler{})
 	for range 8 {
 		if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != http.StatusOK || rec.Header().Get("X-RateLimit-Limit") != "10" {
 			t.Fatalf("with a fallback: %d %v", rec.Code, rec.Header())
@@ -100,7 +100,7 @@ func TestBreakerWithFallback(t *testing.T) {
 func TestBreakerOff(t *testing.T) {
 	lim := &flakyLimiter{down: true}
 	logger, _ := newLogger()
-	h := New(lim, WithBreaker(0), WithFailurePolicy(FailOpen), WithLogger(logger))(&okHandler{})
+	h := mustNew(t, lim, WithBreaker(0), WithFailurePolicy(FailOpen), WithLogger(logger))(&okHandler{})
 	for range 8 {
 		if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != http.StatusOK {
 			t.Fatalf("fail open: %d", rec.Code)
@@ -128,7 +128,7 @@ func TestParentDeadlineAppliesPolicy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			logger, _ := newLogger()
 			next := &okHandler{}
-			h := New(&blockingLimiter{}, WithTimeout(time.Minute), WithFailurePolicy(tt.policy), WithLogger(logger))(next)
+			h := mustNew(t, &blockingLimiter{}, WithTimeout(time.Minute), WithFailurePolicy(tt.policy), WithLogger(logger))(next)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
 			req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)

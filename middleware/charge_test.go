@@ -22,7 +22,7 @@ func TestCostAfterAboveQuota(t *testing.T) {
 				lim := st.new(alg, algorithms.PerHour(10))
 				logger, logs := newLogger()
 				h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 1000}
-				mw := New(lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second), WithCostAfter(), WithLogger(logger))(h)
+				mw := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second), WithCostAfter(), WithLogger(logger))(h)
 				codes := map[int]int{}
 				for range 20 {
 					codes[get(mw, "/", "exporter").Code]++
@@ -61,7 +61,7 @@ func TestCostAfterAboveQuotaWithoutCharger(t *testing.T) {
 			}
 			logger, logs := newLogger()
 			h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 1000}
-			mw := New(lim, WithKeyFunc(headerKey), WithCostAfter(), WithLogger(logger))(h)
+			mw := mustNew(t, lim, WithKeyFunc(headerKey), WithCostAfter(), WithLogger(logger))(h)
 			codes := map[int]int{}
 			for range 20 {
 				codes[get(mw, "/", "exporter").Code]++
@@ -94,7 +94,7 @@ func TestCostAfterChargeFailureLogged(t *testing.T) {
 	}
 	logger, logs := newLogger()
 	h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 5}
-	mw := New(failingCharger{l}, WithKeyFunc(headerKey), WithCostAfter(), WithLogger(logger))(h)
+	mw := mustNew(t, failingCharger{l}, WithKeyFunc(headerKey), WithCostAfter(), WithLogger(logger))(h)
 	if code := get(mw, "/", "k").Code; code != http.StatusOK {
 		t.Fatalf("the request got %d", code)
 	}

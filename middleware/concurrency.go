@@ -41,24 +41,13 @@ const DefaultConcurrencyPolicyName = "concurrency"
 // WithClock. WithCost, WithLimiterFunc, WithFallback and a key error
 // counted under a rate limit (WithCountCredentialFailures is ignored: a
 // key error is answered at once) do not apply; the first three are
-// refused. Misconfiguration is handled as New handles it: logged, and
-// every request answered 500; NewConcurrencyChecked returns it instead.
+// refused. Misconfiguration is refused as New refuses it, with an error
+// wrapping ErrInvalidOption.
 //
 // Releasing a lease held in Redis costs a round trip after the handler
 // returns, before the response is finished, so a client that waits for
 // each response never meets its own previous request's lease.
-func NewConcurrency(limiter algorithms.ConcurrencyLimiter, opts ...Option) func(http.Handler) http.Handler {
-	mw, err := NewConcurrencyChecked(limiter, opts...)
-	if err == nil {
-		return mw
-	}
-	return misconfigured(err, opts)
-}
-
-// NewConcurrencyChecked is NewConcurrency with the configuration checked up
-// front: it returns an error wrapping ErrInvalidOption instead of
-// middleware that answers 500.
-func NewConcurrencyChecked(limiter algorithms.ConcurrencyLimiter, opts ...Option) (func(http.Handler) http.Handler, error) {
+func NewConcurrency(limiter algorithms.ConcurrencyLimiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	c := newConfig()
 	c.policyName = DefaultConcurrencyPolicyName
 	if err := c.apply(opts); err != nil {
@@ -67,8 +56,10 @@ func NewConcurrencyChecked(limiter algorithms.ConcurrencyLimiter, opts ...Option
 	if err := c.initConcurrency(limiter); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
+	store := storeName(limiter)
 	return func(next http.Handler) http.Handler {
-		return &concurrencyHandler{c: c, limiter: limiter, next: next}
+		mustHandle(next)
+		return &concurrencyHandler{c: c, limiter: limiter, store: store, next: next}
 	}, nil
 }
 
@@ -87,6 +78,10 @@ func (c *config) initConcurrency(limiter algorithms.ConcurrencyLimiter) error {
 	if err := c.prepare(); err != nil {
 		return err
 	}
+	// A key error is answered at once: there is no rate limit to count it
+	// under.
+	c.countCredentialFailures = false
+	c.leases = true
 	c.tooMany = newProblem(http.StatusTooManyRequests, quotaExceededType,
 		"Too many requests from this client are in progress; retry after the number of seconds in Retry-After.",
 		[]string{c.policyName})
@@ -97,103 +92,60 @@ func (c *config) initConcurrency(limiter algorithms.ConcurrencyLimiter) error {
 type concurrencyHandler struct {
 	c       *config
 	limiter algorithms.ConcurrencyLimiter
+	store   string // Decision.Store for limiter
 	next    http.Handler
 }
 
-// ServeHTTP takes a lease, serves r, and releases the lease.
+// ServeHTTP runs r through the steps New's middleware takes (skip.go,
+// identity.go, answer.go), but for decide, which here takes a lease,
+// released when the handler returns.
 func (h *concurrencyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := h.c
-	if c.skip != nil && c.skip(r) {
-		// Exempt by the server's own rule, as with New: no lease, no headers.
-		c.observe(OutcomeSkipped, nil, 0)
+	if c.skipped(r) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	key, err := c.keyFunc(r)
-	if err != nil {
-		c.observe(OutcomeKeyError, nil, 0)
-		if c.shadow {
-			h.next.ServeHTTP(w, r)
-			return
+	key, act := c.identify(w, r)
+	if act == proceed {
+		v, lease := h.acquire(r, key)
+		if lease != nil {
+			// Released however the handler ends: returning, panicking, or
+			// the client going away.
+			defer h.release(r, lease, v.key)
 		}
-		c.keyError(w, r, err)
-		return
+		act = c.answer(w, r, &v)
 	}
-	if key == "" {
-		c.refuse(w, r, h.next, &c.badKey, nil, 0)
-		return
+	if act != answered {
+		h.next.ServeHTTP(w, r)
 	}
+}
+
+// acquire is the decide step of a concurrency limit: it asks for a lease
+// for r under key scoped to its route, and returns the lease unless the
+// limiter failed.
+func (h *concurrencyHandler) acquire(r *http.Request, key string) (verdict, *algorithms.Lease) {
+	c := h.c
+	v := verdict{key: key}
 	if c.routeScope {
-		key = scoped(r, key)
+		v.key = scoped(r, key)
 	}
-
-	start := time.Now()
+	var start time.Time
+	if c.observer != nil {
+		start = time.Now()
+	}
 	d := newDecision(r.Context(), c.timeout)
-	lease, err := h.limiter.Acquire(d, key)
+	lease, err := h.limiter.Acquire(d, v.key)
 	d.release()
-	took := time.Since(start)
+	if c.observer != nil {
+		v.store, v.took = h.store, time.Since(start)
+	}
 	if err != nil {
-		switch {
-		case errors.Is(err, algorithms.ErrInvalidKey):
-			h.observe(OutcomeInvalid, took)
-			if c.shadow {
-				h.next.ServeHTTP(w, r)
-				return
-			}
-			c.badKey.write(w)
-		case errors.Is(r.Context().Err(), context.Canceled):
-			// The client is gone: nobody reads an answer.
-		case c.policy == FailClosed:
-			c.logFailure(err, key, "closed")
-			h.observe(OutcomeFailClosed, took)
-			if c.shadow {
-				h.next.ServeHTTP(w, r)
-				return
-			}
-			c.unavailable.write(w)
-		default:
-			c.logFailure(err, key, "open")
-			h.observe(OutcomeFailOpen, took)
-			h.next.ServeHTTP(w, r)
-		}
-		return
+		v.err = err
+		return v, nil
 	}
-	// Released however the handler ends: returning, panicking, or the
-	// client going away.
-	defer h.release(r, lease, key)
-
-	res := algorithms.Result{Allowed: lease.Allowed, Limit: lease.Limit, Remaining: lease.Remaining,
-		RetryAfter: lease.RetryAfter, Decider: lease.Decider, Index: 0}
-	outcome := outcomeOf(res)
-	switch {
-	case c.shadow:
-		if !lease.Allowed && lease.Decider != algorithms.DecidedFailClosed {
-			outcome = OutcomeShadowDenied
-			c.shadowDenied(r, key)
-		}
-		h.observe(outcome, took)
-		h.next.ServeHTTP(w, r)
-		return
-	case lease.Decider == algorithms.DecidedFailOpen:
-		h.observe(outcome, took)
-		h.next.ServeHTTP(w, r)
-		return
-	case lease.Decider == algorithms.DecidedFailClosed:
-		h.observe(outcome, took)
-		c.unavailable.write(w)
-		return
-	}
-	h.observe(outcome, took)
-	c.setConcurrencyHeaders(w.Header(), lease)
-	if !lease.Allowed {
-		if c.denied != nil {
-			c.denied(w, r, res)
-			return
-		}
-		c.tooMany.write(w)
-		return
-	}
-	h.next.ServeHTTP(w, r)
+	v.res = algorithms.Result{Allowed: lease.Allowed, Limit: lease.Limit, Remaining: lease.Remaining,
+		RetryAfter: lease.RetryAfter, Decider: lease.Decider}
+	return v, lease
 }
 
 // release gives the lease back within the timeout, on a context the
@@ -210,9 +162,9 @@ func (h *concurrencyHandler) release(r *http.Request, lease *algorithms.Lease, k
 	}
 }
 
-// setConcurrencyHeaders adds the IETF fields for lease (to any a rate
+// setLeaseHeaders adds the IETF fields for a lease's result (to any a rate
 // limit set), and Retry-After when it was denied.
-func (c *config) setConcurrencyHeaders(hd http.Header, lease *algorithms.Lease) {
+func (c *config) setLeaseHeaders(hd http.Header, lease algorithms.Result) {
 	var retry int64
 	if !lease.Allowed {
 		retry = ceilSeconds(lease.RetryAfter, 1)
@@ -235,17 +187,4 @@ func (c *config) setConcurrencyHeaders(hd http.Header, lease *algorithms.Lease) 
 		b = strconv.AppendInt(b, retry, 10)
 	}
 	hd.Add(hdrRateLimit, string(b))
-}
-
-// observe reports a concurrency decision, if anyone listens.
-func (h *concurrencyHandler) observe(outcome string, took time.Duration) {
-	c := h.c
-	if c.observer == nil {
-		return
-	}
-	store := "custom"
-	if n, ok := h.limiter.(interface{ StoreName() string }); ok {
-		store = n.StoreName()
-	}
-	c.observer.Decision(Decision{Policy: c.policyName, Outcome: outcome, Store: store, Duration: took})
 }

@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -22,7 +23,15 @@ func ExampleNewConcurrency() {
 		close(started)
 		<-finish
 	})
-	h := middleware.New(perMinute)(middleware.NewConcurrency(oneAtATime)(export))
+	rate, err := middleware.New(perMinute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	concurrency, err := middleware.NewConcurrency(oneAtATime)
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := rate(concurrency(export))
 
 	first := make(chan int)
 	go func() {

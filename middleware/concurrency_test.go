@@ -48,7 +48,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 // Other clients have slots of their own, and slots come back.
 func TestConcurrencyHeadersAndDenial(t *testing.T) {
 	g := newGate()
-	h := NewConcurrency(newConcurrencyLimiter(t, 2), WithKeyFunc(headerKey))(g)
+	h := mustNewConcurrency(t, newConcurrencyLimiter(t, 2), WithKeyFunc(headerKey))(g)
 
 	recs := make([]*httptest.ResponseRecorder, 2)
 	var wg sync.WaitGroup
@@ -105,7 +105,7 @@ func TestConcurrencyHeadersAndDenial(t *testing.T) {
 // A handler that panics releases its slot, and the panic goes on.
 func TestConcurrencyReleaseOnPanic(t *testing.T) {
 	boom := errors.New("boom")
-	h := NewConcurrency(newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey))(
+	h := mustNewConcurrency(t, newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey))(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(boom) }))
 	for i := range 3 {
 		func() {
@@ -127,7 +127,7 @@ func TestConcurrencyReleaseOnPanic(t *testing.T) {
 func TestConcurrencyReleaseOnClientGone(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	var served atomic.Int64
-	h := NewConcurrency(newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey))(
+	h := mustNewConcurrency(t, newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey))(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/wait" {
 				entered <- struct{}{}
@@ -183,41 +183,6 @@ func status(t *testing.T, srv *httptest.Server, client string) int {
 	return resp.StatusCode
 }
 
-// Configuration no request could be served with is refused, or answered
-// 500 by NewConcurrency, never a panic.
-func TestConcurrencyMisconfiguration(t *testing.T) {
-	lim := newConcurrencyLimiter(t, 1)
-	var typedNil *nilConcurrency
-	for _, tc := range []struct {
-		name    string
-		limiter algorithms.ConcurrencyLimiter
-		opts    []Option
-	}{
-		{"nil limiter", nil, nil},
-		{"typed-nil limiter", typedNil, nil},
-		{"nil option", lim, []Option{nil}},
-		{"cost", lim, []Option{WithCost(func(*http.Request) int { return 2 })}},
-		{"limiter func", lim, []Option{WithLimiterFunc(func(*http.Request, string) algorithms.Limiter { return nil })}},
-		{"fallback", lim, []Option{WithFallback(stubLimiter{})}},
-		{"zero timeout", lim, []Option{WithTimeout(0)}},
-		{"unknown failure policy", lim, []Option{WithFailurePolicy(7)}},
-		{"bad policy name", lim, []Option{WithPolicyName("a\nb")}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewConcurrencyChecked(tc.limiter, tc.opts...); !errors.Is(err, ErrInvalidOption) {
-				t.Fatalf("NewConcurrencyChecked: %v, want ErrInvalidOption", err)
-			}
-			logger, logs := newLogger()
-			next := &okHandler{}
-			rec := get(NewConcurrency(tc.limiter, append([]Option{WithLogger(logger)}, tc.opts...)...)(next), "/", "c")
-			checkProblem(t, rec, http.StatusInternalServerError)
-			if next.count() != 0 || !strings.Contains(logs.String(), "misconfigured") {
-				t.Errorf("served %d times; log %q", next.count(), logs)
-			}
-		})
-	}
-}
-
 type nilConcurrency struct{}
 
 func (*nilConcurrency) Acquire(context.Context, string) (*algorithms.Lease, error) { return nil, nil }
@@ -228,18 +193,18 @@ func (*nilConcurrency) Acquire(context.Context, string) (*algorithms.Lease, erro
 func TestConcurrencyRefusals(t *testing.T) {
 	lim := newConcurrencyLimiter(t, 1)
 	next := &okHandler{}
-	h := NewConcurrency(lim, WithKeyFunc(headerKey))(next)
+	h := mustNewConcurrency(t, lim, WithKeyFunc(headerKey))(next)
 	checkProblem(t, get(h, "/", ""), http.StatusBadRequest) // headerKey fails: 400
-	long := NewConcurrency(lim, WithKeyFunc(func(*http.Request) (string, error) {
+	long := mustNewConcurrency(t, lim, WithKeyFunc(func(*http.Request) (string, error) {
 		return strings.Repeat("k", algorithms.MaxKeyLength+1), nil
 	}))(next)
 	checkProblem(t, get(long, "/", "c"), http.StatusBadRequest)
 	failing := failingConcurrency{}
-	checkProblem(t, get(NewConcurrency(failing, WithKeyFunc(headerKey))(next), "/", "c"), http.StatusServiceUnavailable)
+	checkProblem(t, get(mustNewConcurrency(t, failing, WithKeyFunc(headerKey))(next), "/", "c"), http.StatusServiceUnavailable)
 	if next.count() != 0 {
 		t.Fatalf("handler ran %d times", next.count())
 	}
-	if rec := get(NewConcurrency(failing, WithKeyFunc(headerKey), WithFailurePolicy(FailOpen))(next), "/", "c"); rec.Code != http.StatusOK || rec.Header().Get("Ratelimit") != "" {
+	if rec := get(mustNewConcurrency(t, failing, WithKeyFunc(headerKey), WithFailurePolicy(FailOpen))(next), "/", "c"); rec.Code != http.StatusOK || rec.Header().Get("Ratelimit") != "" {
 		t.Fatalf("FailOpen: %d, RateLimit %q", rec.Code, rec.Header().Get("Ratelimit"))
 	}
 }
@@ -254,8 +219,8 @@ func (failingConcurrency) Acquire(context.Context, string) (*algorithms.Lease, e
 // first; a request the rate limit denies takes no slot.
 func TestConcurrencyBehindRateLimit(t *testing.T) {
 	clock := newFakeClock()
-	rate := New(newCounter(clock, 2, time.Minute), WithKeyFunc(headerKey), WithPolicyName("rate"), withClock(clock.Now))
-	conc := NewConcurrency(newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey))
+	rate := mustNew(t, newCounter(clock, 2, time.Minute), WithKeyFunc(headerKey), WithPolicyName("rate"), withClock(clock.Now))
+	conc := mustNewConcurrency(t, newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey))
 	next := &okHandler{}
 	h := rate(conc(next))
 	rec := get(h, "/", "alice")
@@ -281,7 +246,7 @@ func TestConcurrencyBehindRateLimit(t *testing.T) {
 func TestConcurrencyShadow(t *testing.T) {
 	g := newGate()
 	obs := &recordingObserver{}
-	h := NewConcurrency(newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey), WithShadow(true), WithObserver(obs))(g)
+	h := mustNewConcurrency(t, newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey), WithShadow(true), WithObserver(obs))(g)
 	var wg sync.WaitGroup
 	codes := make([]int, 2)
 	for i := range codes {
@@ -336,7 +301,7 @@ func TestRedisConcurrency(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs = append(hs, NewConcurrency(l, WithKeyFunc(headerKey), WithTimeout(5*time.Second))(next))
+		hs = append(hs, mustNewConcurrency(t, l, WithKeyFunc(headerKey), WithTimeout(5*time.Second))(next))
 	}
 	var mu sync.Mutex
 	codes := map[int]int{}
@@ -394,7 +359,7 @@ func TestRedisConcurrency(t *testing.T) {
 func TestConcurrencySkip(t *testing.T) {
 	g := newGate()
 	health := func(r *http.Request) bool { return r.URL.Path == "/healthz" }
-	h := NewConcurrency(newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey), WithSkip(health))(g)
+	h := mustNewConcurrency(t, newConcurrencyLimiter(t, 1), WithKeyFunc(headerKey), WithSkip(health))(g)
 	var wg sync.WaitGroup
 	recs := make([]*httptest.ResponseRecorder, 4)
 	for i := range 3 {

@@ -60,7 +60,7 @@ func TestCredentialGuessingIsLimited(t *testing.T) {
 			store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
 			lim := newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(3))
 			next := &okHandler{}
-			h := New(lim, append([]Option{WithKeyFunc(tt.kf), withClock(clock.Now)}, tt.opts...)...)(next)
+			h := mustNew(t, lim, append([]Option{WithKeyFunc(tt.kf), withClock(clock.Now)}, tt.opts...)...)(next)
 			codes := map[int]int{}
 			for range guesses {
 				rec := from(h, "/", "198.51.100.7:1234", tt.headers(t)...)
@@ -102,7 +102,7 @@ func TestCredentialFailureKey(t *testing.T) {
 	clock := newFakeClock()
 	lim := newCounter(clock, 2, 60e9)
 	byHeader := func(r *http.Request) (string, error) { return "client:" + r.Header.Get("X-Client"), nil }
-	h := New(lim, WithKeyFunc(knownKeys), WithCredentialFailureKey(byHeader))(&okHandler{})
+	h := mustNew(t, lim, WithKeyFunc(knownKeys), WithCredentialFailureKey(byHeader))(&okHandler{})
 	mux := http.NewServeMux()
 	mux.Handle("GET /login", h)
 	for range 3 {

@@ -2,9 +2,59 @@ package middleware
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
+
+// verdict is one request's decision, as the steps after decide read it.
+type verdict struct {
+	key     string             // what it is counted under, scoped to the route
+	cost    int                // what it costs
+	lim     algorithms.Limiter // the limiter asked last
+	ps      *policySet         // how lim's limits appear in responses
+	d       *decision          // the decision's context and header storage
+	res     algorithms.Result  // lim's answer, when err is nil
+	err     error              // lim's error, or errBroken
+	store   string             // Decision.Store, for an observer only
+	took    time.Duration      // how long lim took, for an observer only
+	guarded bool               // lim is behind the breaker
+}
+
+// decide is the step that asks the limiter about r: New's limiter or the
+// one WithLimiterFunc picks, behind the breaker, and then the fallback if
+// that one failed. The count is kept under key scoped to r's route.
+func (c *config) decide(r *http.Request, key string) verdict {
+	v := verdict{key: key, cost: 1, lim: c.limiter, ps: c.mainPolicies, guarded: true}
+	if c.cost != nil {
+		v.cost = c.cost(r)
+	}
+	if c.limiterFunc != nil {
+		// Picked by the key alone: a plan belongs to the client, not the
+		// route.
+		if l := c.limiterFunc(r, key); !isNil(l) {
+			v.lim, v.ps = l, c.policiesOf(l)
+		}
+	}
+	if c.routeScope {
+		v.key = scoped(r, key)
+	}
+	var start time.Time
+	if c.observer != nil {
+		start = time.Now()
+	}
+	ctx := r.Context()
+	v.d, v.res, v.err = c.askGuarded(ctx, v.lim, v.key, v.cost, c.delayFor(v.lim))
+	if c.fallback != nil && c.limiterFailed(ctx, v.err) {
+		c.logFailure(v.err, v.key, "fallback")
+		v.lim, v.ps, v.guarded = c.fallback, c.fallbackPolicies, false
+		v.d, v.res, v.err = c.askWithin(ctx, v.lim, v.key, v.cost, c.delayFor(v.lim))
+	}
+	v.store, v.took = c.asked(v.lim, start, v.err)
+	return v
+}
 
 // decision is the state of one request's decision: the context the limiter
 // runs under and the storage for the header values that result.
@@ -118,4 +168,25 @@ func (d *decision) release() {
 	if stopParent != nil {
 		stopParent()
 	}
+}
+
+// askWithin asks l for a decision within the timeout, a reservation within
+// delay when it is above 0 (see WithDelay).
+func (c *config) askWithin(parent context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration) (*decision, algorithms.Result, error) {
+	timeout := c.timeout
+	if b, ok := l.(algorithms.DecisionBounder); ok {
+		bound := b.DecisionTimeout()
+		if !c.timeoutSet || timeout >= bound {
+			// The limiter keeps a deadline of its own, no later than ours,
+			// on its own timers: it needs no context of ours, which would
+			// arm a timer per request once asked for Done.
+			d := &decision{}
+			res, err := c.ask(parent, l, key, cost, delay)
+			return d, res, err
+		}
+	}
+	d := newDecision(parent, timeout)
+	res, err := c.ask(d, l, key, cost, delay)
+	d.release()
+	return d, res, err
 }

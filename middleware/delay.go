@@ -19,7 +19,7 @@ const DefaultMaxWaiting = 1000
 // same atomic decision (on Redis's clock for a Redis store), and held for
 // the wait before it is passed on; one that would wait longer gets 429 as
 // without it. It needs a limiter that can reserve (algorithms.CanReserve:
-// the token bucket and the leaky bucket); NewChecked refuses any other, and
+// the token bucket and the leaky bucket); New refuses any other, and
 // a max that is not positive or is above algorithms.MaxDelay, as
 // misconfiguration. A limiter that WithLimiterFunc picks, or the fallback,
 // that cannot reserve decides without delay. In shadow mode nothing waits.
@@ -38,7 +38,7 @@ func WithDelay(max time.Duration) Option {
 // WithMaxWaiting bounds the requests this middleware holds waiting out a
 // WithDelay at once (default DefaultMaxWaiting): beyond it, a request is
 // decided without delay, so it passes at once or gets 429 with Retry-After
-// as without WithDelay. A bound below 1 is refused by NewChecked.
+// as without WithDelay. A bound below 1 is refused by New.
 func WithMaxWaiting(n int) Option {
 	return func(c *config) { c.maxWaiting = n }
 }

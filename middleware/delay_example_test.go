@@ -21,7 +21,7 @@ func ExampleWithDelay() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	limit, err := middleware.NewChecked(limiter, middleware.WithDelay(500*time.Millisecond))
+	limit, err := middleware.New(limiter, middleware.WithDelay(500*time.Millisecond))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -26,10 +25,7 @@ type delayed struct {
 
 func newDelayed(t *testing.T, l algorithms.Limiter, opts ...Option) *delayed {
 	t.Helper()
-	mw, err := NewChecked(l, append([]Option{WithKeyFunc(headerKey)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mw := mustNew(t, l, append([]Option{WithKeyFunc(headerKey)}, opts...)...)
 	d := &delayed{began: time.Now()}
 	d.h = mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		d.mu.Lock()
@@ -226,28 +222,24 @@ func TestDelayRefusedAtConstruction(t *testing.T) {
 		name string
 		l    algorithms.Limiter
 		opts []Option
+		want string // in the error
 	}{
-		{"fixed window", newLimiter(t, mem, algorithms.FixedWindow, algorithms.PerSecond(10)), []Option{WithDelay(time.Second)}},
-		{"sliding log", newLimiter(t, mem, algorithms.SlidingWindowLog, algorithms.PerSecond(10)), []Option{WithDelay(time.Second)}},
-		{"sliding counter", newLimiter(t, mem, algorithms.SlidingWindowCounter, algorithms.PerSecond(10)), []Option{WithDelay(time.Second)}},
-		{"not New's", stubLimiter{}, []Option{WithDelay(time.Second)}},
-		{"zero", bucket, []Option{WithDelay(0)}},
-		{"negative", bucket, []Option{WithDelay(-time.Second)}},
-		{"absurd", bucket, []Option{WithDelay(algorithms.MaxDelay + 1)}},
-		{"no room to wait", bucket, []Option{WithDelay(time.Second), WithMaxWaiting(0)}},
+		{"fixed window", newLimiter(t, mem, algorithms.FixedWindow, algorithms.PerSecond(10)), []Option{WithDelay(time.Second)}, "cannot delay"},
+		{"sliding log", newLimiter(t, mem, algorithms.SlidingWindowLog, algorithms.PerSecond(10)), []Option{WithDelay(time.Second)}, "cannot delay"},
+		{"sliding counter", newLimiter(t, mem, algorithms.SlidingWindowCounter, algorithms.PerSecond(10)), []Option{WithDelay(time.Second)}, "cannot delay"},
+		{"not New's", stubLimiter{}, []Option{WithDelay(time.Second)}, "cannot delay"},
+		{"zero", bucket, []Option{WithDelay(0)}, "WithDelay(0s)"},
+		{"negative", bucket, []Option{WithDelay(-time.Second)}, "WithDelay(-1s)"},
+		{"absurd", bucket, []Option{WithDelay(algorithms.MaxDelay + 1)}, "WithDelay("},
+		{"no room to wait", bucket, []Option{WithDelay(time.Second), WithMaxWaiting(0)}, "WithMaxWaiting(0)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewChecked(tt.l, tt.opts...); !errors.Is(err, ErrInvalidOption) {
-				t.Fatalf("NewChecked: %v, want ErrInvalidOption", err)
-			}
-			// New fails closed instead.
-			if rec := get(New(tt.l, tt.opts...)(&okHandler{}), "/", "c"); rec.Code != http.StatusInternalServerError {
-				t.Fatalf("New: status %d, want 500", rec.Code)
-			}
+			mw, err := New(tt.l, tt.opts...)
+			checkRefused(t, mw, err, tt.want)
 		})
 	}
-	if _, err := NewChecked(bucket, WithDelay(time.Second), WithMaxWaiting(1)); err != nil {
+	if _, err := New(bucket, WithDelay(time.Second), WithMaxWaiting(1)); err != nil {
 		t.Fatal(err)
 	}
 }

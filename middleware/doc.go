@@ -6,11 +6,23 @@
 // either passes the request on or answers 429 Too Many Requests.
 //
 //	known := keyfunc.KnownAPIKey(func(raw string) bool { return keys.Valid(raw) })
-//	mw := middleware.New(limiter,
+//	mw, err := middleware.New(limiter,
 //		middleware.WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key", known), keyfunc.IP())),
 //	)
+//	if err != nil {
+//		log.Fatal(err) // a misconfiguration, such as a nil option
+//	}
 //	mux.Handle("/search", mw(searchHandler))   // net/http
 //	r.With(mw).Get("/search", search)          // chi
+//
+// New and NewConcurrency return an error (wrapping ErrInvalidOption) for
+// configuration that no request could be served with, so that a mistake
+// shows at start-up rather than on every request in production. They
+// return errors rather than panic because configuration is also built
+// from files (package config) at run time, and algorithms.New, which
+// makes the limiter, returns errors too. Only wrapping a nil handler
+// panics, as http.ServeMux.Handle does: the wrapping function has no
+// error to return.
 //
 // Key by an API key only with keyfunc.KnownAPIKey (or behind the handler
 // that authenticates keys): otherwise a client that makes up a key for

@@ -37,7 +37,10 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	limit := middleware.New(limiter)
+	limit, err := middleware.New(limiter)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /search", limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -78,10 +81,18 @@ func Example_chi() {
 	}
 
 	ok := func(w http.ResponseWriter, r *http.Request) {}
+	searchLimit, err := middleware.New(searches, key, middleware.WithPolicyName("search"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	uploadLimit, err := middleware.New(uploads, key, middleware.WithCost(files), middleware.WithPolicyName("uploads"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	r := chi.NewRouter()
-	r.With(middleware.New(searches, key, middleware.WithPolicyName("search"))).Get("/search", ok)
+	r.With(searchLimit).Get("/search", ok)
 	r.Route("/uploads", func(r chi.Router) {
-		r.Use(middleware.New(uploads, key, middleware.WithCost(files), middleware.WithPolicyName("uploads")))
+		r.Use(uploadLimit)
 		r.Post("/", ok)
 	})
 
@@ -113,7 +124,7 @@ func ExampleWithLimiterFunc() {
 		"key:" + keyfunc.HashAPIKey("free-key"): free,
 		"key:" + keyfunc.HashAPIKey("pro-key"):  pro,
 	}
-	limit := middleware.New(anonymous,
+	limit, err := middleware.New(anonymous,
 		// KnownAPIKey: a made-up key is keyed by the IP, not by itself.
 		middleware.WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key",
 			keyfunc.KnownAPIKey(func(raw string) bool { return plans["key:"+keyfunc.HashAPIKey(raw)] != nil })),
@@ -122,6 +133,9 @@ func ExampleWithLimiterFunc() {
 			return plans[key] // nil, so New's limiter, for other keys and IPs
 		}),
 	)
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := limit(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 
 	send(h, http.MethodGet, "/", "192.0.2.1:1234", "X-API-Key", "free-key")
@@ -150,11 +164,14 @@ func Example_redis() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	limit := middleware.New(shared,
+	limit, err := middleware.New(shared,
 		middleware.WithTimeout(50*time.Millisecond),
 		middleware.WithFallback(local),
 		middleware.WithFailurePolicy(middleware.FailClosed), // if the fallback fails too
 	)
+	if err != nil {
+		log.Fatal(err)
+	}
 	http.Handle("/api/", limit(http.NotFoundHandler()))
 }
 
@@ -174,10 +191,16 @@ func Example_iPv6Prefixes() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	by64 := middleware.New(perClient, middleware.WithPolicyName("client"),
+	by64, err := middleware.New(perClient, middleware.WithPolicyName("client"),
 		middleware.WithKeyFunc(keyfunc.IP(keyfunc.IPv6Prefix(64))))
-	by48 := middleware.New(perNetwork, middleware.WithPolicyName("network"),
+	if err != nil {
+		log.Fatal(err)
+	}
+	by48, err := middleware.New(perNetwork, middleware.WithPolicyName("network"),
 		middleware.WithKeyFunc(keyfunc.IP(keyfunc.IPv6Prefix(48))))
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	r := chi.NewRouter()
 	r.With(by48, by64).Get("/", func(http.ResponseWriter, *http.Request) {})
@@ -207,7 +230,11 @@ func Example_manualClock() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h := middleware.New(limiter, middleware.WithClock(clock.Now))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	limit, err := middleware.New(limiter, middleware.WithClock(clock.Now))
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 
 	send(h, http.MethodGet, "/", "192.0.2.1:1234")
 	clock.Advance(10 * time.Second)

@@ -38,12 +38,12 @@ func (c *config) limiterFailed(ctx context.Context, err error) bool {
 // errBroken stands for the limiter's answer while the breaker is open.
 var errBroken = errors.New("middleware: limiter skipped while it keeps failing")
 
-// decideGuarded is decide behind the breaker: while it is open the limiter
+// askGuarded is askWithin behind the breaker: while it is open the limiter
 // is not asked and errBroken is the answer. Refusals and requests whose
 // client went away are no evidence either way.
-func (c *config) decideGuarded(ctx context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration) (*decision, algorithms.Result, error) {
+func (c *config) askGuarded(ctx context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration) (*decision, algorithms.Result, error) {
 	if c.breaker == nil {
-		return c.decide(ctx, l, key, cost, delay)
+		return c.askWithin(ctx, l, key, cost, delay)
 	}
 	ok, probe := true, false
 	if !c.breaker.Closed() { // the clock is read only when it matters
@@ -52,7 +52,7 @@ func (c *config) decideGuarded(ctx context.Context, l algorithms.Limiter, key st
 	if !ok {
 		return nil, algorithms.Result{}, errBroken
 	}
-	d, res, err := c.decide(ctx, l, key, cost, delay)
+	d, res, err := c.askWithin(ctx, l, key, cost, delay)
 	switch {
 	case err == nil, c.limiterFailed(ctx, err):
 		c.breaker.Record(c.now(), err == nil, probe)

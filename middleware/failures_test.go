@@ -31,7 +31,7 @@ func TestKeyFuncFailure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			next := &okHandler{}
 			lim := newCounter(newFakeClock(), 10, time.Minute)
-			h := New(lim, WithKeyFunc(tt.kf))(next)
+			h := mustNew(t, lim, WithKeyFunc(tt.kf))(next)
 			rec := get(h, "/", "")
 			checkProblem(t, rec, tt.status)
 			if strings.Contains(rec.Body.String(), secret) || strings.Contains(fmt.Sprint(rec.Header()), secret) {
@@ -48,7 +48,7 @@ func TestKeyFuncFailure(t *testing.T) {
 
 	t.Run("custom handler", func(t *testing.T) {
 		var got error
-		h := New(newCounter(newFakeClock(), 10, time.Minute), WithKeyFunc(leaky),
+		h := mustNew(t, newCounter(newFakeClock(), 10, time.Minute), WithKeyFunc(leaky),
 			WithKeyErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
 				got = err
 				http.Error(w, "who are you", http.StatusForbidden)
@@ -83,7 +83,7 @@ func TestLimiterFailure(t *testing.T) {
 			logger, logs := newLogger()
 			next := &okHandler{}
 			opts := append([]Option{WithKeyFunc(headerKey), WithLogger(logger)}, tt.opts...)
-			h := New(stubLimiter{err: fmt.Errorf("algorithms: redis: %w", storeErr)}, opts...)(next)
+			h := mustNew(t, stubLimiter{err: fmt.Errorf("algorithms: redis: %w", storeErr)}, opts...)(next)
 			rec := get(h, "/", key)
 			if tt.passed {
 				if rec.Code != http.StatusOK || next.count() != 1 {
@@ -125,7 +125,7 @@ func TestSlowLimiter(t *testing.T) {
 			lim := &blockingLimiter{}
 			logger, _ := newLogger()
 			next := &okHandler{}
-			h := New(lim, WithKeyFunc(headerKey), WithTimeout(timeout), WithFailurePolicy(policy), WithLogger(logger))(next)
+			h := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(timeout), WithFailurePolicy(policy), WithLogger(logger))(next)
 
 			start := time.Now()
 			rec := get(h, "/", "c")
@@ -158,7 +158,7 @@ func TestClientGone(t *testing.T) {
 	for _, policy := range []FailurePolicy{FailOpen, FailClosed} {
 		logger, logs := newLogger()
 		next := &okHandler{}
-		h := New(&blockingLimiter{}, WithKeyFunc(headerKey), WithFailurePolicy(policy), WithLogger(logger))(next)
+		h := mustNew(t, &blockingLimiter{}, WithKeyFunc(headerKey), WithFailurePolicy(policy), WithLogger(logger))(next)
 		ctx, cancel := context.WithCancel(context.Background())
 		r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
 		r.Header.Set("X-Client", "c")
@@ -176,7 +176,7 @@ func TestFallback(t *testing.T) {
 	logger, logs := newLogger()
 	broken := stubLimiter{err: errors.New("connection refused")}
 	next := &okHandler{}
-	h := New(broken, WithKeyFunc(headerKey), WithFallback(newCounter(clock, 2, time.Minute)),
+	h := mustNew(t, broken, WithKeyFunc(headerKey), WithFallback(newCounter(clock, 2, time.Minute)),
 		WithFailurePolicy(FailClosed), WithLogger(logger), withClock(clock.Now))(next)
 	var codes []int
 	for range 3 {
@@ -193,12 +193,12 @@ func TestFallback(t *testing.T) {
 	}
 
 	// A failing fallback leaves the failure policy to decide.
-	both := New(broken, WithKeyFunc(headerKey), WithFallback(broken), WithFailurePolicy(FailClosed),
+	both := mustNew(t, broken, WithKeyFunc(headerKey), WithFallback(broken), WithFailurePolicy(FailClosed),
 		WithLogger(logger))(next)
 	checkProblem(t, get(both, "/", "c"), http.StatusServiceUnavailable)
 
 	// Requests the primary refuses for their cost are not retried.
-	costly := New(stubLimiter{err: algorithms.ErrCostExceedsLimit}, WithKeyFunc(headerKey),
+	costly := mustNew(t, stubLimiter{err: algorithms.ErrCostExceedsLimit}, WithKeyFunc(headerKey),
 		WithFallback(newCounter(clock, 100, time.Minute)))(next)
 	checkProblem(t, get(costly, "/", "c"), http.StatusRequestEntityTooLarge)
 }

@@ -37,7 +37,7 @@ func FuzzMiddleware(f *testing.F) {
 		return n
 	}
 	logger, _ := newLogger()
-	h := New(lim, WithKeyFunc(kf), WithCost(cost), WithLogger(logger))(trivial)
+	h := mustNew(f, lim, WithKeyFunc(kf), WithCost(cost), WithLogger(logger))(trivial)
 	allowed := map[int]bool{
 		http.StatusNoContent: true, http.StatusTooManyRequests: true, http.StatusBadRequest: true,
 		http.StatusUnauthorized: true, http.StatusRequestEntityTooLarge: true,
@@ -121,15 +121,17 @@ func FuzzLimiterResult(f *testing.F) {
 			opts = append(opts, WithFailurePolicy(FailOpen))
 		}
 		logger, _ := newLogger()
-		h := New(resultLimiter{res, err}, append(opts, WithLogger(logger))...)(trivial)
-		rec := get(h, "/", "client")
-		switch rec.Code {
-		case http.StatusNoContent, http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		case http.StatusInternalServerError: // a policy name New refuses
-			if _, err := NewChecked(resultLimiter{}, WithPolicyName(name)); err == nil {
-				t.Fatalf("500 with a valid configuration")
+		mw, nerr := New(resultLimiter{res, err}, append(opts, WithLogger(logger))...)
+		if nerr != nil {
+			// Only a policy name New refuses.
+			if _, perr := New(resultLimiter{}, WithPolicyName(name)); perr == nil || !errors.Is(nerr, ErrInvalidOption) {
+				t.Fatalf("New refused a valid configuration: %v", nerr)
 			}
 			return
+		}
+		rec := get(mw(trivial), "/", "client")
+		switch rec.Code {
+		case http.StatusNoContent, http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		default:
 			t.Fatalf("status %d", rec.Code)
 		}

@@ -38,15 +38,7 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, d *decision, p
 
 	limit := max(res.Limit, 0)
 	remaining := max(res.Remaining, 0)
-	// t is when the quota is whole again; on a denial, when this request
-	// could pass, so that Retry-After, which must win, never points earlier.
-	var retry int64
-	reset := ceilSeconds(res.ResetAfter, 0)
-	t := reset
-	if !res.Allowed {
-		retry = ceilSeconds(res.RetryAfter, 1)
-		t = retry
-	}
+	reset, t, retry := resetTimes(res)
 
 	if c.legacy {
 		b = strconv.AppendInt(b, int64(limit), 10)
@@ -109,6 +101,19 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, d *decision, p
 		// Three-index slices: a later Add must copy, not write into the next.
 		h[names[i]] = vals[i : i+1 : i+1]
 	}
+}
+
+// resetTimes returns, in whole seconds rounded up, when res's quota is
+// whole again, RateLimit's t, and Retry-After (0 on an admission). t is
+// the reset; on a denial, when this request could pass, so that
+// Retry-After, which must win, never points earlier.
+func resetTimes(res algorithms.Result) (reset, t, retry int64) {
+	reset = ceilSeconds(res.ResetAfter, 0)
+	if res.Allowed {
+		return reset, reset, 0
+	}
+	retry = ceilSeconds(res.RetryAfter, 1)
+	return reset, retry, retry
 }
 
 // appendField adds values to a list field that an outer limiter (a looser

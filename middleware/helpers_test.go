@@ -238,3 +238,23 @@ func newLogger() (*slog.Logger, *logBuffer) {
 	b := &logBuffer{}
 	return slog.New(slog.NewTextHandler(b, nil)), b
 }
+
+// mustNew is New for tests, failing tb on an error.
+func mustNew(tb testing.TB, l algorithms.Limiter, opts ...Option) func(http.Handler) http.Handler {
+	tb.Helper()
+	mw, err := New(l, opts...)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	return mw
+}
+
+// mustNewConcurrency is NewConcurrency for tests, failing tb on an error.
+func mustNewConcurrency(tb testing.TB, l algorithms.ConcurrencyLimiter, opts ...Option) func(http.Handler) http.Handler {
+	tb.Helper()
+	mw, err := NewConcurrency(l, opts...)
+	if err != nil {
+		tb.Fatalf("NewConcurrency: %v", err)
+	}
+	return mw
+}

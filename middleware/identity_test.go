@@ -68,7 +68,7 @@ func TestIdentityThroughMiddleware(t *testing.T) {
 			clock := newFakeClock()
 			store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
 			lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.Limit{Rate: 1, Period: time.Minute})
-			h := New(lim, WithKeyFunc(tt.kf), withClock(clock.Now))(&okHandler{})
+			h := mustNew(t, lim, WithKeyFunc(tt.kf), withClock(clock.Now))(&okHandler{})
 			if rec := from(h, "/", tt.first[0], tt.first[1:]...); rec.Code != http.StatusOK {
 				t.Fatalf("first request: %d", rec.Code)
 			}
@@ -89,9 +89,9 @@ func TestIdentityThroughMiddleware(t *testing.T) {
 func TestIPv6RotationInsideA48(t *testing.T) {
 	clock := newFakeClock()
 	store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
-	per64 := New(newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(1)),
+	per64 := mustNew(t, newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(1)),
 		WithKeyFunc(keyfunc.IP(keyfunc.IPv6Prefix(64))), withClock(clock.Now))
-	per48 := New(newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(100)),
+	per48 := mustNew(t, newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(100)),
 		WithKeyFunc(keyfunc.IP(keyfunc.IPv6Prefix(48))), withClock(clock.Now))
 	next := &okHandler{}
 	h := per48(per64(next))

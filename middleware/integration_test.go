@@ -52,7 +52,7 @@ func TestMemoryStore(t *testing.T) {
 				clock := newFakeClock()
 				store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
 				next := &okHandler{}
-				h := New(newLimiter(t, store, alg, limit), withClock(clock.Now))(next)
+				h := mustNew(t, newLimiter(t, store, alg, limit), withClock(clock.Now))(next)
 
 				first := from(h, "/", "192.0.2.10:5555")
 				wantPolicy := fmt.Sprintf(`"default";q=%d;w=%d`, limit.Rate, ceilSeconds(limit.Period, 1))
@@ -112,7 +112,7 @@ func TestKeyfuncErrors(t *testing.T) {
 			logger, _ := newLogger()
 			next := &okHandler{}
 			lim := newCounter(newFakeClock(), 10, time.Minute)
-			h := New(lim, WithKeyFunc(tt.kf), WithLogger(logger))(next)
+			h := mustNew(t, lim, WithKeyFunc(tt.kf), WithLogger(logger))(next)
 			rec := from(h, "/", "not an address", tt.headers...)
 			checkProblem(t, rec, tt.status)
 			if got := rec.Header().Values("WWW-Authenticate"); fmt.Sprint(got) != fmt.Sprint(tt.challenges) {
@@ -130,7 +130,7 @@ func TestKeyfuncErrors(t *testing.T) {
 	// FirstOf with the client IP last is how a service lets anonymous
 	// clients in, under a limit of their own.
 	next := &okHandler{}
-	h := New(newCounter(newFakeClock(), 10, time.Minute),
+	h := mustNew(t, newCounter(newFakeClock(), 10, time.Minute),
 		WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key"), keyfunc.IP())))(next)
 	if rec := from(h, "/", "192.0.2.1:1234"); rec.Code != http.StatusOK {
 		t.Errorf("anonymous client with the IP fallback: %d", rec.Code)
@@ -152,7 +152,7 @@ func TestTiers(t *testing.T) {
 		return plans[key] // nil for unknown keys and IPs: the default limiter
 	}
 	next := &okHandler{}
-	h := New(anonymous, WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key"), keyfunc.IP())), WithLimiterFunc(pick))(next)
+	h := mustNew(t, anonymous, WithKeyFunc(keyfunc.FirstOf(keyfunc.APIKey("X-API-Key"), keyfunc.IP())), WithLimiterFunc(pick))(next)
 
 	for _, tt := range []struct {
 		name, key string
@@ -238,13 +238,13 @@ func TestMounting(t *testing.T) {
 			clock := newFakeClock()
 			// One store, two limiters: their counts are their own.
 			store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
-			mw2 := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2)))
-			mw3 := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(3)))
+			mw2 := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2)))
+			mw3 := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(3)))
 			h := tt.build(mw2, mw3)
 			// Two limiters alike in every way, on the same routes: still
 			// each route its own count.
-			alike := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)))
-			alikeToo := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)))
+			alike := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)))
+			alikeToo := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)))
 			hAlike := tt.build(alike, alikeToo)
 			for _, rt := range tt.routes[:2] {
 				for i := range 5 {
@@ -306,8 +306,8 @@ func TestSharedLimiterKeyedByRoute(t *testing.T) {
 			store := algorithms.NewMemoryStore()
 			lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2))
 			r := chi.NewRouter()
-			r.With(New(lim, tt.opts...)).Get("/x", ok)
-			r.With(New(lim, tt.opts...)).Get("/y", ok)
+			r.With(mustNew(t, lim, tt.opts...)).Get("/x", ok)
+			r.With(mustNew(t, lim, tt.opts...)).Get("/y", ok)
 			passed := map[string]int{}
 			for range 4 {
 				for _, p := range []string{"/x", "/y"} {

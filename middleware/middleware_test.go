@@ -159,7 +159,7 @@ func TestHeaders(t *testing.T) {
 			clock := newFakeClock()
 			opts := append([]Option{WithKeyFunc(headerKey), withClock(clock.Now)}, tt.opts...)
 			next := &okHandler{}
-			h := New(stubLimiter{res: tt.res}, opts...)(next)
+			h := mustNew(t, stubLimiter{res: tt.res}, opts...)(next)
 			rec := get(h, "/", "c1")
 			if rec.Code != tt.status {
 				t.Fatalf("status %d, want %d", rec.Code, tt.status)
@@ -183,7 +183,7 @@ func TestHeaders(t *testing.T) {
 
 func TestDenyBody(t *testing.T) {
 	for _, name := range []string{"default", `per "IP" \ minute`} {
-		h := New(stubLimiter{res: algorithms.Result{Limit: 1, RetryAfter: time.Second}},
+		h := mustNew(t, stubLimiter{res: algorithms.Result{Limit: 1, RetryAfter: time.Second}},
 			WithKeyFunc(headerKey), WithPolicyName(name))(&okHandler{})
 		p := checkProblem(t, get(h, "/", "c1"), http.StatusTooManyRequests)
 		if p.Type != "https://iana.org/assignments/http-problem-types#quota-exceeded" {
@@ -200,7 +200,7 @@ func TestExactCount(t *testing.T) {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			clock := newFakeClock()
 			next := &okHandler{}
-			h := New(newCounter(clock, limit, time.Minute), WithKeyFunc(headerKey))(next)
+			h := mustNew(t, newCounter(clock, limit, time.Minute), WithKeyFunc(headerKey))(next)
 
 			// Concurrent clients, all on one key: exactly limit pass.
 			var wg sync.WaitGroup
@@ -228,7 +228,7 @@ func TestExactCount(t *testing.T) {
 
 func TestRemainingCountsDown(t *testing.T) {
 	clock := newFakeClock()
-	h := New(newCounter(clock, 3, time.Minute), WithKeyFunc(headerKey), withClock(clock.Now))(&okHandler{})
+	h := mustNew(t, newCounter(clock, 3, time.Minute), WithKeyFunc(headerKey), withClock(clock.Now))(&okHandler{})
 	for i, want := range []string{"2", "1", "0", "0", "0"} {
 		rec := get(h, "/", "c")
 		if got := rec.Header().Get("X-RateLimit-Remaining"); got != want {
@@ -255,7 +255,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newFakeClock()
-			h := New(newCounter(clock, 2, tt.period), WithKeyFunc(headerKey), withClock(clock.Now))(&okHandler{})
+			h := mustNew(t, newCounter(clock, 2, tt.period), WithKeyFunc(headerKey), withClock(clock.Now))(&okHandler{})
 			get(h, "/", "c")
 			clock.Advance(tt.elapsed)
 			get(h, "/", "c")
@@ -299,7 +299,7 @@ func TestCost(t *testing.T) {
 		return n
 	}
 	next := &okHandler{}
-	h := New(newCounter(clock, 10, time.Minute), WithKeyFunc(headerKey), WithCost(cost))(next)
+	h := mustNew(t, newCounter(clock, 10, time.Minute), WithKeyFunc(headerKey), WithCost(cost))(next)
 	steps := []struct {
 		cost      string
 		status    int
@@ -341,7 +341,7 @@ func TestCost(t *testing.T) {
 func TestDeniedHandler(t *testing.T) {
 	clock := newFakeClock()
 	var seen algorithms.Result
-	h := New(newCounter(clock, 1, time.Minute), WithKeyFunc(headerKey),
+	h := mustNew(t, newCounter(clock, 1, time.Minute), WithKeyFunc(headerKey),
 		WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, res algorithms.Result) {
 			seen = res
 			if w.Header().Get("Retry-After") != "60" || w.Header().Get("X-RateLimit-Remaining") != "0" {
@@ -363,7 +363,7 @@ func TestDeniedHandler(t *testing.T) {
 func TestLogGate(t *testing.T) {
 	clock := newFakeClock()
 	logger, logs := newLogger()
-	h := New(stubLimiter{err: errors.New("down")}, WithKeyFunc(headerKey), WithLogger(logger),
+	h := mustNew(t, stubLimiter{err: errors.New("down")}, WithKeyFunc(headerKey), WithLogger(logger),
 		withClock(clock.Now))(&okHandler{})
 	for range 50 {
 		get(h, "/", "c")
@@ -381,80 +381,12 @@ func TestLogGate(t *testing.T) {
 	}
 }
 
-func TestMisconfiguration(t *testing.T) {
-	lim := stubLimiter{}
-	var typedNil *counterLimiter
-	tests := []struct {
-		name    string
-		limiter algorithms.Limiter
-		opts    []Option
-	}{
-		{"nil limiter", nil, nil},
-		{"typed-nil limiter", typedNil, nil},
-		{"typed-nil fallback", lim, []Option{WithFallback(typedNil)}},
-		{"nil option", lim, []Option{WithTimeout(time.Second), nil}},
-		{"zero timeout", lim, []Option{WithTimeout(0)}},
-		{"negative timeout", lim, []Option{WithTimeout(-time.Second)}},
-		{"negative breaker time", lim, []Option{WithBreaker(-time.Second)}},
-		{"unknown failure policy", lim, []Option{WithFailurePolicy(7)}},
-		{"unknown reset mode", lim, []Option{WithResetMode(9)}},
-		{"empty policy name", lim, []Option{WithPolicyName("")}},
-		{"non-ASCII policy name", lim, []Option{WithPolicyName("Minüte")}},
-		{"control character in policy name", lim, []Option{WithPolicyName("a\nb")}},
-		{"policy name too long", lim, []Option{WithPolicyName(strings.Repeat("p", 65))}},
-		{"nil clock", lim, []Option{WithClock(nil)}},
-		{"typed-nil observer", lim, []Option{WithObserver((*recordingObserver)(nil))}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewChecked(tt.limiter, tt.opts...); !errors.Is(err, ErrInvalidOption) {
-				t.Fatalf("NewChecked: %v, want ErrInvalidOption", err)
-			}
-			// New never panics: it logs the error and fails closed with 500.
-			logger, logs := newLogger()
-			next := &okHandler{}
-			h := New(tt.limiter, append([]Option{WithLogger(logger)}, tt.opts...)...)(next)
-			rec := get(h, "/", "client")
-			body := checkProblem(t, rec, http.StatusInternalServerError)
-			if next.count() != 0 || strings.Contains(body.Detail, "option") {
-				t.Errorf("served %d times, detail %q", next.count(), body.Detail)
-			}
-			if !strings.Contains(logs.String(), "misconfigured") {
-				t.Errorf("not logged: %q", logs)
-			}
-		})
-	}
-
-	// Wrapped around a nil handler, a valid middleware fails closed too.
-	for _, next := range []http.Handler{nil, http.HandlerFunc(nil)} {
-		logger, logs := newLogger()
-		mw, err := NewChecked(lim, WithLogger(logger))
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkProblem(t, get(mw(next), "/", "client"), http.StatusInternalServerError)
-		if !strings.Contains(logs.String(), "nil handler") {
-			t.Errorf("not logged: %q", logs)
-		}
-	}
-
-	// The limits of the valid range are accepted.
-	for _, opts := range [][]Option{
-		{WithPolicyName(strings.Repeat("~", 64))},
-		{WithPolicyName(" !\"\\~"), WithTimeout(time.Nanosecond)},
-	} {
-		if _, err := NewChecked(lim, opts...); err != nil {
-			t.Errorf("NewChecked: %v", err)
-		}
-	}
-}
-
 // A limiter func that returns a nil pointer in a Limiter gets New's
 // limiter, as one that returns nil does.
 func TestLimiterFuncTypedNil(t *testing.T) {
 	var typedNil *counterLimiter
 	main := newCounter(newFakeClock(), 1, time.Minute)
-	h := New(main, WithKeyFunc(headerKey),
+	h := mustNew(t, main, WithKeyFunc(headerKey),
 		WithLimiterFunc(func(*http.Request, string) algorithms.Limiter { return typedNil }))(&okHandler{})
 	if rec := get(h, "/", "c"); rec.Code != http.StatusOK {
 		t.Fatalf("first: %d", rec.Code)

@@ -93,8 +93,8 @@ func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
 }
 
-// storeName is Decision.Store for limiter l.
-func storeName(l algorithms.Limiter) string {
+// storeName is Decision.Store for l, a Limiter or a ConcurrencyLimiter.
+func storeName(l any) string {
 	if n, ok := l.(interface{ StoreName() string }); ok {
 		return n.StoreName()
 	}
@@ -122,29 +122,24 @@ func outcomeOf(res algorithms.Result) string {
 	return OutcomeDenied
 }
 
-// asked returns, for the observer, the limiter that decided and how long
-// since start it took: none and 0 when the breaker answered for it (see
-// Decision), which reports no store and adds no sample of its duration.
-func (c *config) asked(l algorithms.Limiter, start time.Time, err error) (algorithms.Limiter, time.Duration) {
-	switch {
-	case errors.Is(err, errBroken):
-		return nil, 0
-	case c.observer == nil:
-		return l, 0
+// asked returns, for the observer, the store of l, the limiter that
+// decided, and how long since start it took: "" and 0 when the breaker
+// answered for it (see Decision), which reports no store and adds no
+// sample of its duration, or when nobody observes.
+func (c *config) asked(l algorithms.Limiter, start time.Time, err error) (string, time.Duration) {
+	if c.observer == nil || errors.Is(err, errBroken) {
+		return "", 0
 	}
-	return l, time.Since(start)
+	return storeName(l), time.Since(start)
 }
 
-// observe reports a decision, if anyone listens.
-func (c *config) observe(outcome string, l algorithms.Limiter, took time.Duration) {
+// observe reports a decision by store ("" when none was asked), if anyone
+// listens.
+func (c *config) observe(outcome, store string, took time.Duration) {
 	if c.observer == nil {
 		return
 	}
-	d := Decision{Policy: c.policyName, Outcome: outcome, Duration: took}
-	if l != nil {
-		d.Store = storeName(l)
-	}
-	c.observer.Decision(d)
+	c.observer.Decision(Decision{Policy: c.policyName, Outcome: outcome, Store: store, Duration: took})
 }
 
 // shadowDenied lets through a request the limit denied, and logs it at

@@ -52,7 +52,7 @@ func TestShadow(t *testing.T) {
 		}
 		return 1
 	}
-	h := New(lim, WithShadow(true), WithObserver(obs), WithLogger(logger), WithClock(clock.Now), WithCost(cost),
+	h := mustNew(t, lim, WithShadow(true), WithObserver(obs), WithLogger(logger), WithClock(clock.Now), WithCost(cost),
 		WithKeyFunc(keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(raw string) bool { return raw == "k" }))))(next)
 	for i := range 5 {
 		rec := from(h, "/", "192.0.2.1:1", "X-API-Key", "k")
@@ -97,7 +97,7 @@ func TestObserver(t *testing.T) {
 	clock := algorithms.NewManualClock(epoch)
 	lim := newLimiter(t, algorithms.NewMemoryStore(algorithms.WithClock(clock.Now)), algorithms.TokenBucket, algorithms.PerMinute(1))
 	obs := &recordingObserver{}
-	h := New(lim, WithObserver(obs), WithPolicyName("search"), WithClock(clock.Now))(&okHandler{})
+	h := mustNew(t, lim, WithObserver(obs), WithPolicyName("search"), WithClock(clock.Now))(&okHandler{})
 	from(h, "/", "192.0.2.1:1")
 	from(h, "/", "192.0.2.1:1")
 	from(h, "/", "not an address")
@@ -117,7 +117,7 @@ func TestObserver(t *testing.T) {
 	flaky := &flakyLimiter{down: true}
 	obs = &recordingObserver{}
 	logger, _ := newLogger()
-	h = New(flaky, WithObserver(obs), WithLogger(logger), WithClock(clock.Now), WithKeyFunc(headerKey))(&okHandler{})
+	h = mustNew(t, flaky, WithObserver(obs), WithLogger(logger), WithClock(clock.Now), WithKeyFunc(headerKey))(&okHandler{})
 	for range 6 {
 		get(h, "/", "c")
 	}
@@ -149,7 +149,7 @@ func TestObserverBreakerAsksNoLimiter(t *testing.T) {
 			flaky := &flakyLimiter{down: true}
 			obs := &recordingObserver{}
 			logger, _ := newLogger()
-			h := New(flaky, WithObserver(obs), WithFailurePolicy(tc.policy), WithLogger(logger),
+			h := mustNew(t, flaky, WithObserver(obs), WithFailurePolicy(tc.policy), WithLogger(logger),
 				WithClock(clock.Now), WithKeyFunc(headerKey))(&okHandler{})
 			for range 8 {
 				get(h, "/", "c")

@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -92,7 +91,7 @@ func WithLimiterFunc(pick func(r *http.Request, key string) algorithms.Limiter) 
 // a decision gets DefaultTimeout, or longer when the limiter bounds its
 // decisions itself for longer (algorithms.DecisionBounder: a Redis store's
 // WithTimeout), so that the store's setting is not cut short. A timeout
-// that is not positive is a misconfiguration (see NewChecked).
+// that is not positive is refused by New.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout, c.timeoutSet = d, true }
 }
@@ -206,33 +205,4 @@ func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res algori
 // which answers 401 for keyfunc's credential errors and 400 for any other.
 func WithKeyErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return func(c *config) { c.keyError = h }
-}
-
-// apply applies opts in order, refusing a nil one.
-func (c *config) apply(opts []Option) error {
-	for i, o := range opts {
-		if o == nil {
-			return fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
-		}
-		o(c)
-	}
-	return nil
-}
-
-// newConfig returns the defaults, before options.
-func newConfig() *config {
-	return &config{
-		timeout:          DefaultTimeout,
-		policy:           FailClosed,
-		breakFor:         DefaultBreakFor,
-		routeScope:       true,
-		unavailableRetry: time.Second,
-		legacy:           true,
-		ietf:             true,
-		policyName:       DefaultPolicyName,
-		now:              time.Now,
-		maxWaiting:       DefaultMaxWaiting,
-
-		countCredentialFailures: true,
-	}
 }

@@ -26,9 +26,8 @@ import (
 // reservation. A handler that panics keeps its charge. WithShadow settles
 // too, so its counts are those enforcement would make. The limiter must
 // implement algorithms.Refunder (every limiter algorithms.New returns
-// does); New reports one that does not, and a limiter WithLimiterFunc
-// picks that does not keeps its charge. A nil charge is a
-// misconfiguration.
+// does); New refuses one that does not, and a nil charge. A limiter
+// WithLimiterFunc picks that does not keeps its charge.
 func WithChargeIf(charge func(status int) bool) Option {
 	return func(c *config) {
 		c.chargeIf = charge
@@ -129,18 +128,10 @@ func (w *outcomeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 
-// settlement is what settling a request needs to know of its reservation.
-type settlement struct {
-	lim      algorithms.Limiter
-	key      string
-	reserved int
-	res      algorithms.Result
-	guarded  bool // lim is behind the breaker
-}
-
-// serveSettled runs next on a request whose cost s reserved, then settles
-// the cost by the outcome.
-func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, s settlement) {
+// serveSettled is the last step of a request whose cost v reserved when
+// the middleware settles costs: it runs next, then settles the cost by the
+// outcome.
+func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, v *verdict) {
 	c := h.c
 	// The age a refund carries is measured on the middleware's clock from
 	// here, after the decision: no more than the store's own age of the
@@ -153,7 +144,7 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, s settlem
 	defer func() {
 		// A handler that panicked keeps its charge: its outcome is unknown.
 		if completed {
-			c.settle(r.Context(), s, ow, max(c.now().Sub(decided), 0))
+			c.settle(r.Context(), v, ow, max(c.now().Sub(decided), 0))
 		}
 	}()
 	h.next.ServeHTTP(ow, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, ow)))
@@ -164,8 +155,8 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, s settlem
 // final cost. Only a reservation the store itself made is given back: one
 // made by a stand-in while the store could not answer is not in the store,
 // and a lost refund errs on the strict side.
-func (c *config) settle(parent context.Context, s settlement, ow *outcomeWriter, age time.Duration) {
-	lim, key, reserved := s.lim, s.key, s.reserved
+func (c *config) settle(parent context.Context, v *verdict, ow *outcomeWriter, age time.Duration) {
+	lim, key, reserved := v.lim, v.key, v.cost
 	final := reserved
 	if f := ow.final.Load(); f >= 0 {
 		final = int(min(f, int64(^uint(0)>>1)))
@@ -180,7 +171,7 @@ func (c *config) settle(parent context.Context, s settlement, ow *outcomeWriter,
 	if final == reserved {
 		return
 	}
-	if s.guarded && c.breaker != nil && c.breaker.State() != breaker.Closed {
+	if v.guarded && c.breaker != nil && c.breaker.State() != breaker.Closed {
 		// The limiter has been failing: a settlement that would wait for
 		// it keeps the charge.
 		return
@@ -192,12 +183,12 @@ func (c *config) settle(parent context.Context, s settlement, ow *outcomeWriter,
 	switch {
 	case final < reserved:
 		rf, ok := lim.(algorithms.Refunder)
-		if !ok || s.res.Decider != algorithms.DecidedByStore {
+		if !ok || v.res.Decider != algorithms.DecidedByStore {
 			return
 		}
 		_, err = rf.Refund(ctx, key, reserved-final, age)
 	default:
-		err = charge(ctx, lim, key, final-reserved, s.res)
+		err = charge(ctx, lim, key, final-reserved, v.res)
 	}
 	if err != nil {
 		c.logger.LogAttrs(ctx, slog.LevelWarn, "redlimit: settling a request's cost failed",

@@ -18,7 +18,10 @@ func ExampleWithChargeIf() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	limit := middleware.New(limiter, middleware.WithChargeIf(func(status int) bool { return status >= 400 }))
+	limit, err := middleware.New(limiter, middleware.WithChargeIf(func(status int) bool { return status >= 400 }))
+	if err != nil {
+		log.Fatal(err)
+	}
 	login := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("password") != "right" {
 			http.Error(w, "wrong password", http.StatusUnauthorized)
@@ -46,7 +49,10 @@ func ExampleSetCost() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	limit := middleware.New(limiter, middleware.WithCostAfter())
+	limit, err := middleware.New(limiter, middleware.WithCostAfter())
+	if err != nil {
+		log.Fatal(err)
+	}
 	export := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rows, _ := strconv.Atoi(r.URL.Query().Get("rows"))
 		middleware.SetCost(r, rows)

@@ -24,7 +24,7 @@ func TestChargeIfRefundReachesOtherInstances(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { _ = c.Close() })
 		lim := newLimiter(t, algorithms.NewRedisStore(c, algorithms.WithTimeout(time.Second)), algorithms.FixedWindow, algorithms.PerMinute(2))
-		return New(lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second),
+		return mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second),
 			WithChargeIf(func(status int) bool { return status >= 500 }))(h)
 	}
 	release := make(chan struct{})

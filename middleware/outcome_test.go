@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -91,7 +90,7 @@ func TestChargeIfBurst(t *testing.T) {
 					{http.StatusUnauthorized, 10},
 				} {
 					h := &slowHandler{status: tc.status, sleep: 20 * time.Millisecond}
-					mw := New(lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second), WithChargeIf(failuresOnly))(h)
+					mw := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second), WithChargeIf(failuresOnly))(h)
 					client := "c" + strconv.Itoa(tc.status)
 					codes := burst(mw, client, 50)
 					switch {
@@ -106,7 +105,7 @@ func TestChargeIfBurst(t *testing.T) {
 					}
 					// After successes the whole quota is back: ten failures
 					// pass, the eleventh does not; after failures nothing is.
-					fail := New(lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second), WithChargeIf(failuresOnly))(
+					fail := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second), WithChargeIf(failuresOnly))(
 						&slowHandler{status: http.StatusForbidden})
 					want := 10
 					if tc.wantPass >= 0 {
@@ -162,11 +161,11 @@ func TestSetCostSettles(t *testing.T) {
 				lim := st.new(algorithms.FixedWindow, algorithms.PerHour(10))
 				h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: tc.final}
 				reserved := func(*http.Request) int { return tc.reserved }
-				mw := New(lim, WithKeyFunc(headerKey), WithCost(reserved), WithCostAfter())(h)
+				mw := mustNew(t, lim, WithKeyFunc(headerKey), WithCost(reserved), WithCostAfter())(h)
 				if code := get(mw, "/", "k").Code; code != http.StatusOK {
 					t.Fatalf("the request got %d", code)
 				}
-				plain := New(lim, WithKeyFunc(headerKey))(&okHandler{})
+				plain := mustNew(t, lim, WithKeyFunc(headerKey))(&okHandler{})
 				passed := 0
 				for range 11 {
 					if get(plain, "/", "k").Code == http.StatusOK {
@@ -187,7 +186,7 @@ func TestSetCostSettles(t *testing.T) {
 func TestSetCostRules(t *testing.T) {
 	lim := newLimiter(t, algorithms.NewMemoryStore(), algorithms.TokenBucket, algorithms.PerHour(3))
 	h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 3}
-	mw := New(lim, WithKeyFunc(headerKey), WithCostAfter(), WithChargeIf(failuresOnly))(h)
+	mw := mustNew(t, lim, WithKeyFunc(headerKey), WithCostAfter(), WithChargeIf(failuresOnly))(h)
 	for range 5 {
 		if code := get(mw, "/", "k").Code; code != http.StatusOK {
 			t.Fatalf("a successful request, uncharged, got %d", code)
@@ -197,7 +196,7 @@ func TestSetCostRules(t *testing.T) {
 		t.Error("SetCost outside settling middleware reported success")
 	}
 	var negative atomic.Bool
-	neg := New(lim, WithKeyFunc(headerKey), WithCostAfter())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	neg := mustNew(t, lim, WithKeyFunc(headerKey), WithCostAfter())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		negative.Store(SetCost(r, -1))
 	}))
 	get(neg, "/", "n")
@@ -206,7 +205,7 @@ func TestSetCostRules(t *testing.T) {
 	}
 	// WithChargeIf alone does not enable SetCost.
 	var alone atomic.Bool
-	only := New(lim, WithKeyFunc(headerKey), WithChargeIf(failuresOnly))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	only := mustNew(t, lim, WithKeyFunc(headerKey), WithChargeIf(failuresOnly))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		alone.Store(SetCost(r, 0))
 	}))
 	get(only, "/", "o")
@@ -220,7 +219,7 @@ func TestSetCostRules(t *testing.T) {
 func TestChargeIfWriterBehaviour(t *testing.T) {
 	lim := newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(2))
 	successes := func(status int) bool { return status < 400 }
-	panicky := New(lim, WithKeyFunc(headerKey), WithChargeIf(failuresOnly))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	panicky := mustNew(t, lim, WithKeyFunc(headerKey), WithChargeIf(failuresOnly))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic(http.ErrAbortHandler)
 	}))
 	for range 2 {
@@ -233,7 +232,7 @@ func TestChargeIfWriterBehaviour(t *testing.T) {
 		t.Errorf("after two panics the third request got %d, want 429: a panic keeps its charge", code)
 	}
 	flushed := false
-	stream := New(lim, WithKeyFunc(headerKey), WithChargeIf(successes))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	stream := mustNew(t, lim, WithKeyFunc(headerKey), WithChargeIf(successes))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
 		f, ok := w.(http.Flusher)
 		if ok {
@@ -259,14 +258,16 @@ func TestChargeIfMisconfigured(t *testing.T) {
 		name string
 		lim  algorithms.Limiter
 		opts []Option
+		want string // in the error
 	}{
-		{"nil predicate", mem, []Option{WithChargeIf(nil)}},
-		{"limiter without refunds", stubLimiter{}, []Option{WithChargeIf(failuresOnly)}},
-		{"SetCost without refunds", stubLimiter{}, []Option{WithCostAfter()}},
+		{"nil predicate", mem, []Option{WithChargeIf(nil)}, "WithChargeIf"},
+		{"limiter without refunds", stubLimiter{}, []Option{WithChargeIf(failuresOnly)}, "Refunder"},
+		{"SetCost without refunds", stubLimiter{}, []Option{WithCostAfter()}, "Refunder"},
 	} {
-		if _, err := NewChecked(tc.lim, tc.opts...); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("%s: err %v, want ErrInvalidOption", tc.name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			mw, err := New(tc.lim, tc.opts...)
+			checkRefused(t, mw, err, tc.want)
+		})
 	}
 }
 
@@ -284,7 +285,7 @@ func TestChargeIfLocalDecisionKeepsCharge(t *testing.T) {
 	defer client.Close()
 	lim := newLimiter(t, algorithms.NewRedisStore(client, algorithms.WithTimeout(200*time.Millisecond)),
 		algorithms.FixedWindow, algorithms.PerHour(3))
-	mw := New(lim, WithKeyFunc(headerKey), WithTimeout(time.Second), WithBreaker(0), WithChargeIf(failuresOnly))(&okHandler{})
+	mw := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(time.Second), WithBreaker(0), WithChargeIf(failuresOnly))(&okHandler{})
 	codes := map[int]int{}
 	for range 5 {
 		codes[get(mw, "/", "k").Code]++
@@ -299,11 +300,11 @@ func TestChargeIfLocalDecisionKeepsCharge(t *testing.T) {
 // the limit would behave.
 func TestChargeIfShadow(t *testing.T) {
 	lim := newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(3))
-	ok := New(lim, WithKeyFunc(headerKey), WithShadow(true), WithChargeIf(failuresOnly))(&slowHandler{status: http.StatusOK})
+	ok := mustNew(t, lim, WithKeyFunc(headerKey), WithShadow(true), WithChargeIf(failuresOnly))(&slowHandler{status: http.StatusOK})
 	for range 5 {
 		get(ok, "/", "k")
 	}
-	enforced := New(lim, WithKeyFunc(headerKey), WithChargeIf(failuresOnly))(&slowHandler{status: http.StatusForbidden})
+	enforced := mustNew(t, lim, WithKeyFunc(headerKey), WithChargeIf(failuresOnly))(&slowHandler{status: http.StatusForbidden})
 	passed := 0
 	for range 4 {
 		if get(enforced, "/", "k").Code == http.StatusForbidden {

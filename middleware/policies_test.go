@@ -17,7 +17,7 @@ func TestEveryPolicyAnnounced(t *testing.T) {
 	clock := newFakeClock()
 	store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
 	lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerSecond(2), algorithms.PerMinute(3))
-	h := New(lim, WithPolicyName("search"), withClock(clock.Now))(&okHandler{})
+	h := mustNew(t, lim, WithPolicyName("search"), withClock(clock.Now))(&okHandler{})
 	const policy = `"search-1s";q=2;w=1, "search-60s";q=3;w=60`
 	steps := []struct {
 		advance   time.Duration
@@ -58,7 +58,7 @@ func TestPoliciesOfPickedLimiter(t *testing.T) {
 	store := algorithms.NewMemoryStore()
 	free := newLimiter(t, store, algorithms.TokenBucket, algorithms.PerMinute(6).WithBurst(2))
 	pro := newLimiter(t, store, algorithms.TokenBucket, algorithms.PerSecond(10), algorithms.PerHour(1000).WithBurst(100))
-	h := New(free, WithLimiterFunc(func(r *http.Request, _ string) algorithms.Limiter {
+	h := mustNew(t, free, WithLimiterFunc(func(r *http.Request, _ string) algorithms.Limiter {
 		if r.Header.Get("X-Plan") == "pro" {
 			return pro
 		}
@@ -83,8 +83,8 @@ func TestEmptyKeyRefused(t *testing.T) {
 	empty := func(*http.Request) (string, error) { return "", nil }
 	lim := newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(5))
 	mux := http.NewServeMux()
-	mux.Handle("GET /a", New(lim, WithKeyFunc(empty))(&okHandler{}))
-	bare := New(lim, WithKeyFunc(empty))(&okHandler{})
+	mux.Handle("GET /a", mustNew(t, lim, WithKeyFunc(empty))(&okHandler{}))
+	bare := mustNew(t, lim, WithKeyFunc(empty))(&okHandler{})
 	for name, h := range map[string]http.Handler{"scoped by ServeMux": mux, "unscoped": bare} {
 		t.Run(name, func(t *testing.T) {
 			checkProblem(t, from(h, "/a", "192.0.2.1:1000"), http.StatusBadRequest)
@@ -96,7 +96,7 @@ func TestEmptyKeyRefused(t *testing.T) {
 func TestFallbackPoliciesAnnounced(t *testing.T) {
 	logger, _ := newLogger()
 	fallback := newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerSecond(7), algorithms.PerHour(70))
-	h := New(&flakyLimiter{down: true}, WithFallback(fallback), WithLogger(logger))(&okHandler{})
+	h := mustNew(t, &flakyLimiter{down: true}, WithFallback(fallback), WithLogger(logger))(&okHandler{})
 	rec := from(h, "/", "192.0.2.1:1000")
 	want := `"default-1s";q=7;w=1, "default-3600s";q=70;w=3600`
 	if got := rec.Header().Get("RateLimit-Policy"); rec.Code != http.StatusOK || got != want {
@@ -115,7 +115,7 @@ func (sliceLimiter) Allow(context.Context, string, int) (algorithms.Result, erro
 // served like any other: no panic.
 func TestUncomparableLimiterPicked(t *testing.T) {
 	lim := sliceLimiter{1}
-	h := New(lim, WithLimiterFunc(func(*http.Request, string) algorithms.Limiter { return lim }))(&okHandler{})
+	h := mustNew(t, lim, WithLimiterFunc(func(*http.Request, string) algorithms.Limiter { return lim }))(&okHandler{})
 	if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != http.StatusOK || rec.Header().Get("RateLimit-Policy") != `"default";q=3;w=1` {
 		t.Fatalf("%d %v", rec.Code, rec.Header())
 	}

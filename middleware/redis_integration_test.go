@@ -38,7 +38,7 @@ func TestRedisExactCount(t *testing.T) {
 	var hs []http.Handler
 	for range 2 {
 		lim := redisLimiter(t, addr, algorithms.SlidingWindowLog, algorithms.PerMinute(limit))
-		hs = append(hs, New(lim, WithTimeout(5*time.Second))(next))
+		hs = append(hs, mustNew(t, lim, WithTimeout(5*time.Second))(next))
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -83,7 +83,7 @@ func TestRedisDown(t *testing.T) {
 			t.Cleanup(func() { _ = client.Close() })
 			store := algorithms.NewRedisStore(client, algorithms.WithFailureMode(tt.mode), algorithms.WithLogger(logger))
 			lim := newLimiter(t, store, algorithms.TokenBucket, algorithms.PerMinute(3))
-			h := New(lim, WithTimeout(timeout), WithLogger(logger))(&okHandler{})
+			h := mustNew(t, lim, WithTimeout(timeout), WithLogger(logger))(&okHandler{})
 
 			if rec := from(h, "/", "203.0.113.6:1"); rec.Code != http.StatusOK || rec.Header().Get("X-RateLimit-Limit") != "3" {
 				t.Fatalf("with Redis up: %d %v", rec.Code, rec.Header())
@@ -154,7 +154,7 @@ func TestRedisHung(t *testing.T) {
 		t.Cleanup(func() { _ = client.Close() })
 		store := algorithms.NewRedisStore(client, algorithms.WithFailureMode(tt.mode), algorithms.WithLogger(logger))
 		lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(10))
-		h := New(lim, WithTimeout(timeout), WithLogger(logger))(&okHandler{})
+		h := mustNew(t, lim, WithTimeout(timeout), WithLogger(logger))(&okHandler{})
 		start := time.Now()
 		rec := from(h, "/", "203.0.113.7:1")
 		if took := time.Since(start); took < timeout || took > timeout+500*time.Millisecond {
@@ -175,7 +175,7 @@ func TestRedisAPIKeyNeverStored(t *testing.T) {
 	var hs []http.Handler
 	for _, alg := range algorithms.Algorithms {
 		lim := newLimiter(t, algorithms.NewRedisStore(client, algorithms.WithLogger(logger)), alg, algorithms.PerMinute(3))
-		hs = append(hs, New(lim, WithKeyFunc(keyfunc.APIKey("X-API-Key")), WithLogger(logger))(&okHandler{}))
+		hs = append(hs, mustNew(t, lim, WithKeyFunc(keyfunc.APIKey("X-API-Key")), WithLogger(logger))(&okHandler{}))
 	}
 	var responses []string
 	for _, h := range hs {
@@ -229,7 +229,7 @@ func TestRedisRetryAfterHonoured(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			lim := redisLimiter(t, addr, alg, algorithms.Limit{Rate: 2, Period: 500 * time.Millisecond})
-			h := New(lim, WithTimeout(time.Second))(&okHandler{})
+			h := mustNew(t, lim, WithTimeout(time.Second))(&okHandler{})
 			client := "203.0.113.9:1"
 			var rec *httptest.ResponseRecorder
 			for range 3 {

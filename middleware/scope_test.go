@@ -32,7 +32,7 @@ func TestWithoutHost(t *testing.T) {
 func TestScopeChiWildcards(t *testing.T) {
 	clock := newFakeClock()
 	lim := newCounter(clock, 1, time.Minute)
-	mw := New(lim, WithKeyFunc(headerKey), withClock(clock.Now))
+	mw := mustNew(t, lim, WithKeyFunc(headerKey), withClock(clock.Now))
 	ok := func(http.ResponseWriter, *http.Request) {}
 	r := chi.NewRouter()
 	r.With(mw).Get("/files", ok)
@@ -66,7 +66,7 @@ func TestScopeChiWildcards(t *testing.T) {
 func TestScopeServeMuxHost(t *testing.T) {
 	clock := newFakeClock()
 	lim := newCounter(clock, 1, time.Minute)
-	h := New(lim, WithKeyFunc(headerKey), withClock(clock.Now))(&okHandler{})
+	h := mustNew(t, lim, WithKeyFunc(headerKey), withClock(clock.Now))(&okHandler{})
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/items", h)
 	mux.Handle("GET api.example.com/api/items", h)

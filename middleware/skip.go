@@ -16,10 +16,20 @@ import "net/http"
 // trusted proxy wrote.
 //
 // skip runs on every request, so it must be fast and safe for concurrent
-// use. A nil skip is refused: NewChecked returns an error wrapping
+// use. A nil skip is refused: New returns an error wrapping
 // ErrInvalidOption.
 func WithSkip(skip func(*http.Request) bool) Option {
 	return func(c *config) {
 		c.skip, c.skipNil = skip, skip == nil
 	}
+}
+
+// skipped is the first step: it reports whether WithSkip exempts r, which
+// then passes on as if no middleware were there.
+func (c *config) skipped(r *http.Request) bool {
+	if c.skip == nil || !c.skip(r) {
+		return false
+	}
+	c.observe(OutcomeSkipped, "", 0)
+	return true
 }

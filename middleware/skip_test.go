@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -27,7 +26,7 @@ func TestSkip(t *testing.T) {
 	skip := func(r *http.Request) bool { return r.URL.Path == "/healthz" || office(r) }
 	obs := &recordingObserver{}
 	next := &okHandler{}
-	h := New(lim, WithSkip(skip), WithObserver(obs), WithClock(clock.Now),
+	h := mustNew(t, lim, WithSkip(skip), WithObserver(obs), WithClock(clock.Now),
 		WithKeyFunc(keyfunc.IP(trust)), WithRouteScope(false))(next)
 
 	// Skipped requests: far more than the quota, all pass, bare.
@@ -106,7 +105,7 @@ func TestSkipBeforeKeyFunc(t *testing.T) {
 	}
 	for _, shadow := range []bool{false, true} {
 		obs := &recordingObserver{}
-		h := New(lim, WithShadow(shadow), WithObserver(obs),
+		h := mustNew(t, lim, WithShadow(shadow), WithObserver(obs),
 			WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
 			WithKeyFunc(keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(string) bool { return false }))))(&okHandler{})
 		if rec := from(h, "/healthz", "192.0.2.1:1"); rec.Code != http.StatusOK {
@@ -123,14 +122,6 @@ func TestSkipNilRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewChecked(lim, WithSkip(nil)); !errors.Is(err, ErrInvalidOption) {
-		t.Fatalf("NewChecked(WithSkip(nil)): %v, want ErrInvalidOption", err)
-	}
-	// New fails closed: every request gets 500, none passes unlimited.
-	logger, _ := newLogger()
-	next := &okHandler{}
-	h := New(lim, WithSkip(nil), WithLogger(logger))(next)
-	if rec := from(h, "/", "192.0.2.1:1"); rec.Code != http.StatusInternalServerError || next.count() != 0 {
-		t.Fatalf("New(WithSkip(nil)): %d, next saw %d", rec.Code, next.count())
-	}
+	mw, err := New(lim, WithSkip(nil))
+	checkRefused(t, mw, err, "WithSkip")
 }

@@ -14,8 +14,8 @@ import (
 // another's.
 func TestStackedLimitersListEveryPolicy(t *testing.T) {
 	store := algorithms.NewMemoryStore()
-	inner := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2), algorithms.PerHour(10)), WithPolicyName("client"))
-	outer := New(newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)), WithPolicyName("network"))
+	inner := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2), algorithms.PerHour(10)), WithPolicyName("client"))
+	outer := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)), WithPolicyName("network"))
 	both := outer(inner(&okHandler{}))
 	alone := inner(&okHandler{})
 	for i := range 3 {
@@ -69,7 +69,7 @@ func TestDefaultTimeoutGivesWayToTheStore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := &boundedLimiter{bound: tc.bound}
-			from(New(l, tc.opts...)(&okHandler{}), "/", "192.0.2.1:1")
+			from(mustNew(t, l, tc.opts...)(&okHandler{}), "/", "192.0.2.1:1")
 			if l.deadline < tc.min || l.deadline > tc.max {
 				t.Errorf("deadline %s from now, want between %s and %s (-1ns: none)", l.deadline, tc.min, tc.max)
 			}

@@ -32,7 +32,11 @@ func ExampleNew() {
 		panic(err)
 	}
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	h := middleware.New(limiter, middleware.WithObserver(m), middleware.WithPolicyName("search"))(ok)
+	mw, err := middleware.New(limiter, middleware.WithObserver(m), middleware.WithPolicyName("search"))
+	if err != nil {
+		panic(err)
+	}
+	h := mw(ok)
 	for range 3 {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/search", nil))
 	}

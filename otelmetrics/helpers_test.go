@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/otelmetrics"
 )
 
@@ -122,4 +123,14 @@ func fmtValue[V any](v V, ok bool) string {
 		return "(absent)"
 	}
 	return fmt.Sprint(v)
+}
+
+// mustMiddleware is middleware.New that fails the test on an error.
+func mustMiddleware(t *testing.T, l algorithms.Limiter, opts ...middleware.Option) func(http.Handler) http.Handler {
+	t.Helper()
+	mw, err := middleware.New(l, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mw
 }

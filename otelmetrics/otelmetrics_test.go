@@ -35,7 +35,7 @@ func TestCollect(t *testing.T) {
 	mem := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
 
 	// search: 2 allowed, 1 denied, 1 key error (an unknown API key).
-	search := middleware.New(mustNew(t, mem, algorithms.FixedWindow, algorithms.PerMinute(2)),
+	search := mustMiddleware(t, mustNew(t, mem, algorithms.FixedWindow, algorithms.PerMinute(2)),
 		middleware.WithObserver(m), middleware.WithPolicyName("search"), middleware.WithClock(clock.Now),
 		middleware.WithCountCredentialFailures(false),
 		middleware.WithKeyFunc(keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(raw string) bool { return raw == "k" }))))(ok)
@@ -45,7 +45,7 @@ func TestCollect(t *testing.T) {
 	send(search, "192.0.2.1:1", "X-API-Key", "guess")
 
 	// shadow: 1 allowed, 2 shadow_denied.
-	shadow := middleware.New(mustNew(t, mem, algorithms.TokenBucket, algorithms.PerMinute(1)),
+	shadow := mustMiddleware(t, mustNew(t, mem, algorithms.TokenBucket, algorithms.PerMinute(1)),
 		middleware.WithObserver(m), middleware.WithPolicyName("shadow"), middleware.WithShadow(true),
 		middleware.WithClock(clock.Now), middleware.WithLogger(quiet))(ok)
 	for range 3 {
@@ -59,7 +59,7 @@ func TestCollect(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer client.Close()
 	store := algorithms.NewRedisStore(client, algorithms.WithObserver(m), algorithms.WithLogger(quiet), algorithms.WithPrefix("api"))
-	api := middleware.New(mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)),
+	api := mustMiddleware(t, mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)),
 		middleware.WithObserver(m), middleware.WithPolicyName("api"))(ok)
 	send(api, "192.0.2.3:1")
 	if err := client.ConfigSet(context.Background(), "maxmemory", "1").Err(); err != nil {
@@ -137,7 +137,7 @@ func diffMaps[V comparable](got, want map[string]V) []string {
 func TestSkipped(t *testing.T) {
 	m, reader := newMetrics(t)
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	h := middleware.New(mustNew(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(5)),
+	h := mustMiddleware(t, mustNew(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(5)),
 		middleware.WithObserver(m), middleware.WithPolicyName("api"),
 		middleware.WithSkip(func(r *http.Request) bool { return r.RemoteAddr == "192.0.2.9:1" }))(ok)
 	for range 4 {

@@ -74,8 +74,12 @@ func floodEachClient(t *testing.T, timeout time.Duration, check func(t *testing.
 // flood sends floodRequests concurrent requests through chi and the
 // middleware on lim, and returns the count of each status.
 func flood(t *testing.T, lim algorithms.Limiter) map[int]int {
+	mw, err := middleware.New(lim)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := chi.NewRouter()
-	r.With(middleware.New(lim)).Get("/search", func(http.ResponseWriter, *http.Request) {})
+	r.With(mw).Get("/search", func(http.ResponseWriter, *http.Request) {})
 	ts := httptest.NewServer(r)
 	t.Cleanup(ts.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: floodRequests}}

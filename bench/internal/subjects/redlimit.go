@@ -91,7 +91,7 @@ func buildRedlimit(env Env, next http.Handler, alg algorithms.Algorithm, store a
 	if env.Forwarded {
 		opts = append(opts, middleware.WithKeyFunc(keyfunc.IP(keyfunc.TrustProxies(loopback))))
 	}
-	mw, err := middleware.NewChecked(lim, opts...)
+	mw, err := middleware.New(lim, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("redlimit middleware: %w", err)
 	}

@@ -8,6 +8,26 @@ import (
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
+// identify is the step that finds who is asking: it returns the key r is
+// counted under, or answers r (or, in shadow mode, lets it pass) when there
+// is none.
+func (c *config) identify(w http.ResponseWriter, r *http.Request) (string, action) {
+	key, err := c.keyFunc(r)
+	switch {
+	case err != nil && c.shadow:
+		c.observe(OutcomeKeyError, "", 0)
+		return "", passOn
+	case err != nil:
+		c.credentialFailed(w, r, err)
+		return "", answered
+	case key == "":
+		// Refused here, before the route scope would make it look like a
+		// key.
+		return "", c.refuse(w, &c.badKey, "", 0)
+	}
+	return key, proceed
+}
+
 // credentialNamespace prefixes the keys failed credentials are charged
 // under, so they never share a counter with the same client's requests.
 const credentialNamespace = "authfail|"
@@ -26,7 +46,7 @@ func isCredentialError(err error) bool {
 // that cannot be charged (no client key, the limiter failing), gets the
 // key error handler's answer, which refuses the request all the same.
 func (c *config) credentialFailed(w http.ResponseWriter, r *http.Request, err error) {
-	c.observe(OutcomeKeyError, nil, 0)
+	c.observe(OutcomeKeyError, "", 0)
 	if !c.countCredentialFailures || !isCredentialError(err) {
 		c.keyError(w, r, err)
 		return
@@ -40,7 +60,7 @@ func (c *config) credentialFailed(w http.ResponseWriter, r *http.Request, err er
 	if c.routeScope {
 		key = scoped(r, key)
 	}
-	d, res, derr := c.decideGuarded(r.Context(), c.limiter, key, 1, 0)
+	d, res, derr := c.askGuarded(r.Context(), c.limiter, key, 1, 0)
 	if derr != nil || res.Allowed || res.Decider == algorithms.DecidedFailClosed {
 		c.keyError(w, r, err)
 		return
