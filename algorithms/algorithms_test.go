@@ -263,7 +263,7 @@ func TestPolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, ok := l.(Describer)
+			d, ok := l.(RateLimiter)
 			if !ok {
 				t.Fatalf("%T does not describe its limits", l)
 			}

@@ -7,29 +7,6 @@ import (
 	"strconv"
 )
 
-// Charger is implemented by the Limiters New returns, on every store: it
-// charges a request whose cost is known only after the work (rows
-// returned, bytes sent), however large that cost turns out to be.
-type Charger interface {
-	// Charge takes up to cost units for key under every limit of the
-	// limiter, and is never refused: each limit takes cost when it has that
-	// much left, and otherwise all it has left, the Remaining a request of
-	// cost 0 would be told, so that the next request that needs a unit is
-	// refused until the quota comes back. A cost above a limit's quota so
-	// takes at most that quota. A bucket keeps a fraction of a unit it has
-	// refilled, which no request can use; a bucket already past its
-	// capacity after a reservation takes nothing more. It is atomic (one
-	// script call on Redis, counted once however often the client sends
-	// it) and returns the Result a request of cost 0 would get after it:
-	// Remaining 0 when the charge took all that was left.
-	//
-	// On Redis, a charge Redis cannot answer is not made there, and the
-	// error is returned wrapped; under FailLocal the local twin takes the
-	// charge, so that the stand-in that decides while Redis cannot counts
-	// it.
-	Charge(ctx context.Context, key string, cost int) (Result, error)
-}
-
 // chargeArgs checks a charge's arguments and returns cost clamped to the
 // limits' largest quota: no limit can take more.
 func chargeArgs(alg Algorithm, limits []Limit, key string, cost int) (int64, error) {
@@ -46,7 +23,7 @@ func chargeArgs(alg Algorithm, limits []Limit, key string, cost int) (int64, err
 	return int64(min(cost, most)), nil
 }
 
-// Charge implements Charger, under the shard's lock.
+// Charge implements RateLimiter, under the shard's lock.
 func (l *memoryLimiter) Charge(_ context.Context, key string, cost int) (Result, error) {
 	c, err := chargeArgs(l.alg, l.limits, key, cost)
 	if err != nil {
@@ -87,7 +64,7 @@ func (l *memoryLimiter) charge(key string, c int64) Result {
 	return b.result(l.alg, l.limits)
 }
 
-// Charge implements Charger: one script call, outside the batches, that
+// Charge implements RateLimiter: one script call, outside the batches, that
 // carries an id like a deciding call, so that it counts once. A denial the
 // store remembers for key stays: a charge only takes room away.
 func (l *redisLimiter) Charge(ctx context.Context, key string, cost int) (Result, error) {

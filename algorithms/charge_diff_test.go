@@ -91,8 +91,8 @@ func runChargeDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uin
 			// A reservation may leave a debt or a backlog past the
 			// capacity, from which a charge takes nothing.
 			maxDelay := time.Duration(rng.Int64N(int64(limits[0].Period))) / time.Microsecond * time.Microsecond
-			a, errA := mem.(Reserver).Reserve(ctx, key, cost, maxDelay)
-			b, errB := red.(Reserver).Reserve(ctx, key, cost, maxDelay)
+			a, errA := mem.(RateLimiter).Reserve(ctx, key, cost, maxDelay)
+			b, errB := red.(RateLimiter).Reserve(ctx, key, cost, maxDelay)
 			agree(step, "reserve", a, b, errA, errB)
 		default:
 			a, errA := mem.Allow(ctx, key, cost)

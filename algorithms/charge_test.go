@@ -54,7 +54,7 @@ func TestChargeTakesWhatIsLeft(t *testing.T) {
 							t.Fatalf("allow %d: %+v, %v", tc.before, r, err)
 						}
 					}
-					r, err := l.(Charger).Charge(ctx, key, tc.charge)
+					r, err := l.(RateLimiter).Charge(ctx, key, tc.charge)
 					if err != nil {
 						t.Fatal(err)
 					}

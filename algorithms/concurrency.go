@@ -66,10 +66,10 @@ type Lease struct {
 	// DecidedFailClosed), as for Result.
 	Decider Decider
 
-	owner    leaseOwner // nil when nothing was taken
-	key      string
-	id       uint64
-	acquired time.Time
+	// Free, set by the store that granted the lease, gives its slot back;
+	// Release calls it at most once. It is nil when nothing was taken.
+	Free func(ctx context.Context) error
+
 	released atomic.Bool
 }
 
@@ -83,15 +83,10 @@ type Lease struct {
 // removed there, best effort (it is first tried right after the failed
 // call): it could otherwise hold a slot for the whole lease.
 func (l *Lease) Release(ctx context.Context) error {
-	if l == nil || l.owner == nil || !l.released.CompareAndSwap(false, true) {
+	if l == nil || l.Free == nil || !l.released.CompareAndSwap(false, true) {
 		return nil
 	}
-	return l.owner.release(ctx, l)
-}
-
-// leaseOwner is the limiter that granted a lease and takes it back.
-type leaseOwner interface {
-	release(ctx context.Context, l *Lease) error
+	return l.Free(ctx)
 }
 
 // ConcurrencyOption configures NewConcurrency.
@@ -151,23 +146,10 @@ func NewConcurrency(store Store, limit int, lease time.Duration, opts ...Concurr
 	if lease < MinLease || lease > MaxLease || lease%time.Microsecond != 0 {
 		return nil, fmt.Errorf("%w: lease %s must be from %s to %s in whole microseconds", ErrInvalidLimit, lease, MinLease, MaxLease)
 	}
-	switch s := store.(type) {
-	case *MemoryStore:
-		if s != nil {
-			if s.err != nil {
-				return nil, s.err
-			}
-			return s.newConcurrency(limit, lease, cfg), nil
-		}
-	case *RedisStore:
-		if s != nil {
-			if s.err != nil {
-				return nil, s.err
-			}
-			return s.newConcurrency(limit, lease, cfg)
-		}
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
 	}
-	return nil, fmt.Errorf("%w: store %T cannot hold concurrency limits", ErrInvalidOption, store)
+	return store.NewConcurrency(limit, lease, cfg.retryAfter)
 }
 
 // checkKey validates a key as Allow does.

@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -51,10 +52,16 @@ func (e *concEntry) collect(now int64) {
 	e.first = first
 }
 
-// newConcurrency returns a limiter on the store's leases, shared by every
+// NewConcurrency implements Store: a limiter on the store's leases, shared by every
 // concurrency limiter on s whatever its maximum, as on Redis: limiters of
 // a rollout that changes the maximum count the same leases.
-func (s *MemoryStore) newConcurrency(limit int, lease time.Duration, cfg concConfig) *memoryConcurrency {
+func (s *MemoryStore) NewConcurrency(limit int, lease, retryAfter time.Duration) (ConcurrencyLimiter, error) {
+	if s == nil || s.shards == nil {
+		return nil, fmt.Errorf("%w: a memory store must come from NewMemoryStore", ErrInvalidOption)
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.conc
@@ -65,7 +72,7 @@ func (s *MemoryStore) newConcurrency(limit int, lease time.Duration, cfg concCon
 		}
 		s.conc = st
 	}
-	return &memoryConcurrency{state: st, limit: limit, lease: lease.Microseconds(), stats: &holdStats{fixed: cfg.retryAfter}}
+	return &memoryConcurrency{state: st, limit: limit, lease: lease.Microseconds(), stats: &holdStats{fixed: retryAfter}}, nil
 }
 
 // memoryConcurrency is a concurrency limit in process memory.
@@ -114,23 +121,23 @@ func (m *memoryConcurrency) Acquire(_ context.Context, key string) (*Lease, erro
 	e.first = min(e.first, exp)
 	held++
 	return &Lease{Allowed: true, Limit: m.limit, InFlight: held, Remaining: m.limit - held,
-		owner: m, key: key, id: id, acquired: at}, nil
+		Free: func(context.Context) error { return m.release(key, id, at) }}, nil
 }
 
-// release implements leaseOwner.
-func (m *memoryConcurrency) release(_ context.Context, l *Lease) error {
+// release gives back lease id of key, acquired at acquired.
+func (m *memoryConcurrency) release(key string, id uint64, acquired time.Time) error {
 	st := m.state
-	sh := st.shard(l.key)
+	sh := st.shard(key)
 	sh.mu.Lock()
 	now := st.clock()
-	if e := sh.keys[l.key]; e != nil {
-		delete(e.leases, l.id)
+	if e := sh.keys[key]; e != nil {
+		delete(e.leases, id)
 		if len(e.leases) == 0 {
-			delete(sh.keys, l.key)
+			delete(sh.keys, key)
 		}
 	}
 	sh.mu.Unlock()
-	m.stats.observe(now.Sub(l.acquired))
+	m.stats.observe(now.Sub(acquired))
 	return nil
 }
 

@@ -16,15 +16,24 @@ import (
 
 var concurrencyScript = redis.NewScript(lua.Concurrency)
 
-// newConcurrency returns a concurrency limiter on Redis, with a local twin
+// NewConcurrency implements Store: a concurrency limiter on Redis, with a local twin
 // of this instance's share of limit for the decisions Redis cannot make.
-func (s *RedisStore) newConcurrency(limit int, lease time.Duration, cfg concConfig) (ConcurrencyLimiter, error) {
-	twin := s.local.(*MemoryStore).newConcurrency(shareOfLimit(limit, s.cfg.redis.instances), lease, cfg)
+func (s *RedisStore) NewConcurrency(limit int, lease, retryAfter time.Duration) (ConcurrencyLimiter, error) {
+	if s == nil || s.err == nil && s.guard == nil {
+		return nil, fmt.Errorf("%w: a Redis store must come from NewRedisStore", ErrInvalidOption)
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	twin, err := s.local.NewConcurrency(shareOfLimit(limit, s.cfg.redis.instances), lease, retryAfter)
+	if err != nil {
+		return nil, err
+	}
 	return &redisConcurrency{
 		client: s.client, guard: s.guard, limit: limit, lease: lease,
 		prefix: s.cfg.prefix + ":{", suffix: "}:cc",
 		limitArg: strconv.Itoa(limit), leaseArg: strconv.FormatInt(lease.Microseconds(), 10),
-		twin: twin, stats: &holdStats{fixed: cfg.retryAfter},
+		twin: twin, stats: &holdStats{fixed: retryAfter},
 		slots: make(chan struct{}, max(poolSize(s.client), 1)),
 	}, nil
 }
@@ -39,7 +48,7 @@ type redisConcurrency struct {
 	lease              time.Duration
 	prefix, suffix     string
 	limitArg, leaseArg string
-	twin               *memoryConcurrency
+	twin               ConcurrencyLimiter // in memory
 	stats              *holdStats
 	slots              chan struct{} // script calls in flight, at most the pool's size, so none waits for a connection
 }
@@ -182,7 +191,7 @@ func (l *redisConcurrency) parse(reply, key string, id uint64) (*Lease, error) {
 		return &Lease{Limit: l.limit, InFlight: held, RetryAfter: l.stats.retryAfter(until)}, nil
 	}
 	return &Lease{Allowed: true, Limit: l.limit, InFlight: held, Remaining: max(l.limit-held, 0),
-		owner: l, key: key, id: id, acquired: l.guard.clock()}, nil
+		Free: l.releaser(key, id, l.guard.clock())}, nil
 }
 
 // answered returns a delivered call's lease, or the failure mode's answer.
@@ -227,20 +236,26 @@ func (l *redisConcurrency) fail(key string, cause error, held *redisLease) (*Lea
 		lease.Decider = DecidedLocally
 	}
 	if held != nil && lease.Allowed {
-		lease.owner = &standIn{redis: l, local: lease.owner, held: *held}
+		si := &standIn{redis: l, local: lease.Free, held: *held}
+		lease.Free = si.release
 	}
 	return lease, nil
 }
 
-// release implements leaseOwner: one ZREM within the store's deadline.
-// While the breaker is open Redis is not asked: the lease expires there.
-func (l *redisConcurrency) release(ctx context.Context, lease *Lease) error {
+// releaser returns a Lease's Free for lease id of key, taken at acquired:
+// one ZREM within the store's deadline. While the breaker is open Redis is
+// not asked: the lease expires there.
+func (l *redisConcurrency) releaser(key string, id uint64, acquired time.Time) func(context.Context) error {
+	return func(ctx context.Context) error { return l.release(ctx, key, id, acquired) }
+}
+
+func (l *redisConcurrency) release(ctx context.Context, key string, id uint64, acquired time.Time) error {
 	g := l.guard
-	l.stats.observe(g.clock().Sub(lease.acquired))
+	l.stats.observe(g.clock().Sub(acquired))
 	if g.breaker.State() == breaker.Open {
 		return fmt.Errorf("algorithms: redis concurrency release: %w; the lease expires after %s", errBreakerOpen, l.lease)
 	}
-	if err := l.remove(ctx, redisLease{l.redisKey(lease.key), l.member(lease.id), lease.id}); err != nil {
+	if err := l.remove(ctx, redisLease{l.redisKey(key), l.member(id), id}); err != nil {
 		return fmt.Errorf("algorithms: redis concurrency release (the lease expires after %s): %w", l.lease, err)
 	}
 	return nil
@@ -264,18 +279,18 @@ type redisLease struct {
 // that Redis's does not hold a slot for the whole lease.
 type standIn struct {
 	redis *redisConcurrency
-	local leaseOwner // nil for FailOpen
+	local func(context.Context) error // the local lease's Free; nil for FailOpen
 	held  redisLease
 }
 
-// release implements leaseOwner. Removing Redis's lease is best effort
+// release is the stand-in lease's Free. Removing Redis's lease is best effort
 // and never an error: the stand-in itself is released, and Redis's lease,
 // if any, expires after the lease. While the breaker is open Redis is not
 // asked.
-func (s *standIn) release(ctx context.Context, lease *Lease) error {
+func (s *standIn) release(ctx context.Context) error {
 	var err error
 	if s.local != nil {
-		err = s.local.release(ctx, lease)
+		err = s.local(ctx)
 	}
 	if s.redis.guard.breaker.State() != breaker.Open {
 		_ = s.redis.remove(ctx, s.held)

@@ -89,7 +89,7 @@ func ExampleRateLimiter_peekAndReset() {
 
 // Charging by outcome: reserve before the work, give back what it did not
 // use after it. The age is the time since the reservation was decided.
-func ExampleRefunder() {
+func ExampleRateLimiter_refund() {
 	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.TokenBucket, algorithms.PerHour(10))
 	if err != nil {
 		panic(err)
@@ -112,7 +112,7 @@ func ExampleRefunder() {
 
 // Charging a cost known only after the work: an export of 1000 rows
 // against 10 per hour takes all that is left, so the next request waits.
-func ExampleCharger() {
+func ExampleRateLimiter_charge() {
 	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(10))
 	if err != nil {
 		panic(err)

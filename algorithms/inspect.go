@@ -13,29 +13,7 @@ import (
 
 var resetScript = redis.NewScript(lua.Reset)
 
-// Inspector is implemented by the Limiters New returns, on every store:
-// an operator's view of one key's state, and a way to clear it.
-type Inspector interface {
-	// Peek returns the Result a request of cost 1 for key would get now,
-	// consuming nothing: one round trip on Redis, atomic like Allow.
-	Peek(ctx context.Context, key string) (Result, error)
-	// Reset forgets key's state under every limit of the limiter, so its
-	// next request starts afresh.
-	Reset(ctx context.Context, key string) error
-}
-
-// RateLimiter is what New returns: a Limiter that describes its limits,
-// can inspect and reset a key's state, give units back and charge a cost
-// known only after the work.
-type RateLimiter interface {
-	Limiter
-	Describer
-	Inspector
-	Refunder
-	Charger
-}
-
-// Peek implements Inspector. On Redis it runs within the store's timeout
+// Peek implements RateLimiter. On Redis it runs within the store's timeout
 // (or the context's sooner deadline) whatever the client's settings, and
 // returns Redis's error, wrapped, when Redis cannot answer: an operator's
 // question has no local stand-in.
@@ -55,7 +33,7 @@ func (l *redisLimiter) Peek(ctx context.Context, key string) (Result, error) {
 	return res[0], nil
 }
 
-// Reset implements Inspector: one script call that deletes the key's state
+// Reset implements RateLimiter: one script call that deletes the key's state
 // under every limit (one slot on Cluster: the keys share the hash tag) and
 // announces it, so that every store on the same Redis and prefix forgets
 // its cached denials of the key (see DenialCacheBound); and the store's

@@ -5,7 +5,7 @@ import (
 	"hash/maphash"
 )
 
-// Peek implements Inspector: the Result a request of cost 1 would get now,
+// Peek implements RateLimiter: the Result a request of cost 1 would get now,
 // under the shard's lock, with nothing consumed (a time left by a clock
 // that stepped back is corrected, as by the scripts).
 func (l *memoryLimiter) Peek(_ context.Context, key string) (Result, error) {
@@ -32,7 +32,7 @@ func (l *memoryLimiter) Peek(_ context.Context, key string) (Result, error) {
 	return b.result(l.alg, l.limits), nil
 }
 
-// Reset implements Inspector: key's entries under every limit are dropped.
+// Reset implements RateLimiter: key's entries under every limit are dropped.
 func (l *memoryLimiter) Reset(_ context.Context, key string) error {
 	if err := checkRequest(l.alg, l.limits, key, 1); err != nil {
 		return err

@@ -16,31 +16,6 @@ var ErrInvalidAge = errors.New("algorithms: refund age must not be negative")
 // limit may have (see Limit.Validate), so a longer one means the same.
 const maxRefundAge = 400 * 24 * time.Hour
 
-// Refunder is implemented by the Limiters New returns, on every store: it
-// gives back units a request consumed, so that a request can be charged by
-// its outcome (reserve before the work, settle after it).
-type Refunder interface {
-	// Refund gives back up to cost units that key consumed at least age
-	// ago (pass the time since the consuming call returned), under every
-	// limit of the limiter, atomically (one script call on Redis, counted
-	// once however often the client sends it). It never gives back more
-	// than the current state holds and never leaves more than the quota:
-	// the window algorithms decrement the current window's count, not
-	// below 0, and not when that window began less than age ago (a unit
-	// consumed in a window that has ended gives nothing back); the sliding
-	// window log removes the newest admissions in the window, and nothing
-	// when age is a period or more (the admission has left the window);
-	// the token bucket puts tokens back, capped at its burst; the leaky
-	// bucket moves its theoretical arrival time back, not before now. It
-	// returns the Result a request of cost 0 would get after the refund.
-	// A cost above the limits' largest quota gives back that quota.
-	//
-	// On Redis, a refund Redis cannot answer is lost, and the error is
-	// returned wrapped: it errs on the strict side, and the local stand-in
-	// is not touched, since it did not take the units.
-	Refund(ctx context.Context, key string, cost int, age time.Duration) (Result, error)
-}
-
 // refundArgs checks a refund's arguments and returns cost, clamped to the
 // limits' largest quota, and age in µs, clamped to maxRefundAge.
 func refundArgs(alg Algorithm, limits []Limit, key string, cost int, age time.Duration) (int64, int64, error) {
@@ -60,7 +35,7 @@ func refundArgs(alg Algorithm, limits []Limit, key string, cost int, age time.Du
 	return int64(min(cost, most)), min(age, maxRefundAge).Microseconds(), nil
 }
 
-// Refund implements Refunder, under the shard's lock.
+// Refund implements RateLimiter, under the shard's lock.
 func (l *memoryLimiter) Refund(_ context.Context, key string, cost int, age time.Duration) (Result, error) {
 	c, ageUS, err := refundArgs(l.alg, l.limits, key, cost, age)
 	if err != nil {
@@ -147,7 +122,7 @@ func (e *entry) drained(alg Algorithm, nowUS int64, p params) bool {
 	return false
 }
 
-// Refund implements Refunder: one script call, outside the batches, that
+// Refund implements RateLimiter: one script call, outside the batches, that
 // carries an id like a deciding call, so that it counts once. The denials
 // this store remembers for key are forgotten at once, since the refund may
 // have made room; a refund that gave something back is announced to the

@@ -85,7 +85,7 @@ func TestRefundNeverCrossesWindows(t *testing.T) {
 						}
 					}
 					// The slow requests end and give their units back.
-					r, err := l.(Refunder).Refund(context.Background(), "k", 10, later)
+					r, err := l.(RateLimiter).Refund(context.Background(), "k", 10, later)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -113,7 +113,7 @@ func TestRefundWithinWindow(t *testing.T) {
 				mustAllow(t, l, 6, true) // the reservation
 				mustAllow(t, l, 1, false)
 				set(at.Add(2 * time.Millisecond))
-				r, err := l.(Refunder).Refund(context.Background(), "k", 6, time.Millisecond)
+				r, err := l.(RateLimiter).Refund(context.Background(), "k", 6, time.Millisecond)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -91,8 +91,8 @@ func runRefundDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uin
 			// A reservation, which may leave a debt or a backlog past the
 			// capacity for a refund to meet.
 			maxDelay := time.Duration(rng.Int64N(int64(limits[0].Period))) / time.Microsecond * time.Microsecond
-			a, errA := mem.(Reserver).Reserve(ctx, key, cost, maxDelay)
-			b, errB := red.(Reserver).Reserve(ctx, key, cost, maxDelay)
+			a, errA := mem.(RateLimiter).Reserve(ctx, key, cost, maxDelay)
+			b, errB := red.(RateLimiter).Reserve(ctx, key, cost, maxDelay)
 			if agree(step, "reserve", a, b, errA, errB).Allowed {
 				taken = append(taken, clock())
 			}

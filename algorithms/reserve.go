@@ -20,32 +20,11 @@ import (
 // MaxDelay is the longest delay a reservation may be asked to wait.
 const MaxDelay = time.Hour
 
-// Reserver is implemented by the Limiters New returns on every store. Only
-// the bucket algorithms (TokenBucket and LeakyBucket) can reserve; see
-// CanReserve.
-type Reserver interface {
-	// Reserve decides a request of cost for key as Allow does, but also
-	// admits one that the limits would admit within maxDelay: its units are
-	// taken now, and Result.Delay, when above 0, is how long the caller must
-	// wait before the request proceeds. The slot is then the request's:
-	// nothing gives it back. A request that would have to wait longer is
-	// denied, consuming nothing, with RetryAfter as Allow reports it. A
-	// maxDelay of 0 is Allow. It returns ErrInvalidOption (wrapped) for an
-	// algorithm that cannot reserve, or a maxDelay below 0 or above
-	// MaxDelay, and Allow's errors otherwise.
-	Reserve(ctx context.Context, key string, cost int, maxDelay time.Duration) (Result, error)
-}
-
 // CanReserve reports whether l is a limiter New returned for an algorithm
 // that can reserve: TokenBucket or LeakyBucket.
 func CanReserve(l Limiter) bool {
-	switch l := l.(type) {
-	case *memoryLimiter:
-		return l != nil && reserves(l.alg)
-	case *redisLimiter:
-		return l != nil && reserves(l.alg)
-	}
-	return false
+	r, ok := l.(RateLimiter)
+	return ok && r != nil && reserves(r.Algorithm())
 }
 
 func reserves(alg Algorithm) bool { return alg == TokenBucket || alg == LeakyBucket }
@@ -78,7 +57,7 @@ func delayed(excess, capacity, now, nowUS int64, p params, maxDelay int64) (verd
 	return verdict{ok: true, reset: ceilDiv(capacity+excess, p.rate), wait: wait}, true
 }
 
-// Reserve implements Reserver. Like Allow it never waits, and fails only
+// Reserve implements RateLimiter. Like Allow it never waits, and fails only
 // for invalid requests.
 func (l *memoryLimiter) Reserve(_ context.Context, key string, cost int, maxDelay time.Duration) (Result, error) {
 	if err := checkReserve(l.alg, maxDelay); err != nil {
@@ -90,7 +69,7 @@ func (l *memoryLimiter) Reserve(_ context.Context, key string, cost int, maxDela
 	return l.decide(key, cost, maxDelay.Microseconds()), nil
 }
 
-// Reserve implements Reserver. It asks Redis in a call of its own (the
+// Reserve implements RateLimiter. It asks Redis in a call of its own (the
 // reservation form of the script's costs, "d<max µs>:<cost>"), bounded by
 // the store's timeout like Allow. A denial cached for key answers it when
 // the denial's RetryAfter is longer than maxDelay (the wait a reservation

@@ -10,14 +10,14 @@ import (
 
 // Shaping: a leaky bucket of 10 a second, burst 1, asked to admit requests
 // that can pass within 300ms. The caller waits Delay before going on.
-func ExampleReserver() {
+func ExampleRateLimiter_reserve() {
 	now := time.Unix(1_800_000_000, 0)
 	store := algorithms.NewMemoryStore(algorithms.WithClock(func() time.Time { return now }))
 	limiter, err := algorithms.New(store, algorithms.LeakyBucket, algorithms.PerSecond(10).WithBurst(1))
 	if err != nil {
 		panic(err)
 	}
-	r := limiter.(algorithms.Reserver)
+	r := limiter.(algorithms.RateLimiter)
 	for range 5 {
 		res, _ := r.Reserve(context.Background(), "user:42", 1, 300*time.Millisecond)
 		fmt.Printf("allowed=%v delay=%s retry=%s\n", res.Allowed, res.Delay, res.RetryAfter)

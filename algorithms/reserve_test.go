@@ -14,11 +14,11 @@ import (
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
-func mustReserver(t *testing.T, store Store, alg Algorithm, limits ...Limit) Reserver {
+func mustReserver(t *testing.T, store Store, alg Algorithm, limits ...Limit) RateLimiter {
 	t.Helper()
-	r, ok := mustNew(t, store, alg, limits...).(Reserver)
+	r, ok := mustNew(t, store, alg, limits...).(RateLimiter)
 	if !ok {
-		t.Fatalf("%s limiter is no Reserver", alg)
+		t.Fatalf("%s limiter is no RateLimiter", alg)
 	}
 	return r
 }
@@ -124,7 +124,7 @@ func TestReserveRefused(t *testing.T) {
 		for _, alg := range Algorithms {
 			t.Run(name+"/"+string(alg), func(t *testing.T) {
 				l := mustNew(t, store, alg, PerSecond(10))
-				r := l.(Reserver)
+				r := l.(RateLimiter)
 				if got := CanReserve(l); got != reserves(alg) {
 					t.Fatalf("CanReserve %v", got)
 				}
@@ -221,7 +221,7 @@ func TestDifferentialReservations(t *testing.T) {
 
 func runReserveDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uint64, clockBack bool) {
 	p := newDiffPair(t, alg, limits, clockBack, 100*365*24*time.Hour)
-	mem, red := p.mem.(Reserver), p.red.(Reserver)
+	mem, red := p.mem.(RateLimiter), p.red.(RateLimiter)
 	clock, advance, maxCost := p.clock, p.advance, p.maxCost
 	type proceed struct {
 		at   time.Time
@@ -300,7 +300,7 @@ func TestMemoryReservedExcessKept(t *testing.T) {
 	clock := NewManualClock(start)
 	store := NewMemoryStore(WithClock(clock.Now))
 	l := mustNew(t, store, LeakyBucket, PerSecond(1).WithBurst(1))
-	r := l.(Reserver)
+	r := l.(RateLimiter)
 	ctx := context.Background()
 	key := func(i int) string { return fmt.Sprintf("k%d", i) }
 	for i := range 200 {
@@ -319,7 +319,7 @@ func TestMemoryReservedExcessKept(t *testing.T) {
 	}
 	for i := range 400 {
 		if i != 7 && i != 150 && i%3 != 0 {
-			if err := l.(Inspector).Reset(ctx, key(i)); err != nil {
+			if err := l.(RateLimiter).Reset(ctx, key(i)); err != nil {
 				t.Fatal(err)
 			}
 		}

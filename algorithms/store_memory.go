@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"sync"
@@ -90,7 +91,11 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-func (s *MemoryStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, error) {
+// NewLimiter implements Store.
+func (s *MemoryStore) NewLimiter(alg Algorithm, limits []Limit) (RateLimiter, error) {
+	if s == nil || s.shards == nil {
+		return nil, fmt.Errorf("%w: a memory store must come from NewMemoryStore", ErrInvalidOption)
+	}
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -185,5 +190,5 @@ func storeFixed(sh *memoryShard, specs []uint32, at []int, next []entry) {
 	}
 }
 
-// Policies implements Describer.
+// Policies implements RateLimiter.
 func (l *memoryLimiter) Policies() []Policy { return policies(l.alg, l.limits) }

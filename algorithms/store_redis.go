@@ -146,7 +146,11 @@ func poolSize(client redis.UniversalClient) int {
 	return 10 * runtime.GOMAXPROCS(0)
 }
 
-func (s *RedisStore) newLimiter(alg Algorithm, limits []Limit) (RateLimiter, error) {
+// NewLimiter implements Store.
+func (s *RedisStore) NewLimiter(alg Algorithm, limits []Limit) (RateLimiter, error) {
+	if s == nil || s.err == nil && s.guard == nil {
+		return nil, fmt.Errorf("%w: a Redis store must come from NewRedisStore", ErrInvalidOption)
+	}
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -209,7 +213,7 @@ type redisLimiter struct {
 	salt      uint64         // tells this limiter's keys from another's in lastSaid
 }
 
-// Policies implements Describer.
+// Policies implements RateLimiter.
 func (l *redisLimiter) Policies() []Policy { return policies(l.alg, l.limits) }
 
 // decide runs the script once for the requests of costs on key, in order,

@@ -185,7 +185,7 @@ func (d *decoder) checkCost(n *yaml.Node, path string, cost int, alg algorithms.
 	if err != nil {
 		return // reported with the limits
 	}
-	for i, p := range lim.(algorithms.Describer).Policies() {
+	for i, p := range lim.Policies() {
 		if cost > p.Quota {
 			d.fail(n, path, "cost %d exceeds the quota %d of limit %d: no request could pass", cost, p.Quota, i)
 		}

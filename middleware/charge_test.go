@@ -42,7 +42,7 @@ func TestCostAfterAboveQuota(t *testing.T) {
 // limiter of the caller's own making may have no Charge.
 type plainLimiter struct {
 	algorithms.Limiter
-	algorithms.Refunder
+	refunder
 }
 
 // A limiter without Charge is charged with Allow, the cost clamped to its
@@ -56,7 +56,7 @@ func TestCostAfterAboveQuotaWithoutCharger(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := plainLimiter{l, l}
-			if _, ok := algorithms.Limiter(lim).(algorithms.Charger); ok {
+			if _, ok := algorithms.Limiter(lim).(charger); ok {
 				t.Fatal("the wrapper still has Charge; the test proves nothing")
 			}
 			logger, logs := newLogger()

@@ -72,7 +72,7 @@ func (c *config) delayFor(l algorithms.Limiter) time.Duration {
 // waiting bound has room. A Result with Delay above 0 holds a place among
 // the waiting, which wait gives back.
 func (c *config) ask(ctx context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration) (algorithms.Result, error) {
-	r, ok := l.(algorithms.Reserver)
+	r, ok := l.(reserver)
 	if delay <= 0 || !ok {
 		return l.Allow(ctx, key, cost)
 	}

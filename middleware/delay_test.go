@@ -157,7 +157,7 @@ func TestDelayClientGoesAway(t *testing.T) {
 	if n := d.h.c.waiting.Load(); n != 0 {
 		t.Fatalf("%d counted as waiting", n)
 	}
-	res, err := l.(algorithms.Reserver).Reserve(context.Background(), "c", 1, time.Minute)
+	res, err := l.(reserver).Reserve(context.Background(), "c", 1, time.Minute)
 	if err != nil || res.Delay != 2*time.Second {
 		t.Fatalf("%+v %v: want a delay of 2s, behind the abandoned slot", res, err)
 	}
@@ -209,7 +209,7 @@ func TestDelayMaxWaiting(t *testing.T) {
 	}
 	// The refused request took no slot: the next waits 600ms, behind the
 	// three served at 0, 200 and 400ms.
-	res, err := l.(algorithms.Reserver).Reserve(context.Background(), "c", 1, time.Minute)
+	res, err := l.(reserver).Reserve(context.Background(), "c", 1, time.Minute)
 	if err != nil || res.Delay != 600*time.Millisecond {
 		t.Fatalf("%+v %v, want a delay of 600ms", res, err)
 	}
@@ -258,7 +258,7 @@ func TestDelayShadow(t *testing.T) {
 	if took := time.Since(began); took > time.Second {
 		t.Fatalf("shadow requests waited %s", took)
 	}
-	res, err := l.(algorithms.Reserver).Reserve(context.Background(), "c", 1, time.Minute)
+	res, err := l.(reserver).Reserve(context.Background(), "c", 1, time.Minute)
 	if err != nil || res.Delay != time.Second {
 		t.Fatalf("%+v %v, want a delay of 1s: only the first shadow request charged", res, err)
 	}

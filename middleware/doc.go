@@ -123,8 +123,8 @@
 // (only failures, for a login route), and WithCostAfter lets the handler
 // set the final cost with SetCost. Either way the cost is reserved before
 // the handler runs, so slow requests never pass more than the limit while
-// they run, and settled after it: given back (algorithms.Refunder) or
-// charged further (algorithms.Charger, never refused: what is left when
+// they run, and settled after it: given back (refunder) or
+// charged further (algorithms.RateLimiter.Charge, never refused: what is left when
 // the rest is more). Headers come from the reservation.
 //
 // # Exemptions

@@ -139,7 +139,7 @@ type policySet struct {
 // policy name; several are named after it with their window in seconds,
 // such as "search-1s" and "search-3600s".
 func (c *config) newPolicySet(l algorithms.Limiter) *policySet {
-	d, ok := l.(algorithms.Describer)
+	d, ok := l.(describer)
 	if !ok {
 		return nil
 	}
@@ -171,7 +171,7 @@ func (c *config) newPolicySet(l algorithms.Limiter) *policySet {
 		}
 		header = append(header, sf...)
 		header = append(header, ";q="...)
-		header = strconv.AppendInt(header, int64(max(p.Quota, 0)), 10) // a custom Describer may say anything
+		header = strconv.AppendInt(header, int64(max(p.Quota, 0)), 10) // a custom limiter's Policies may say anything
 		header = append(header, ";w="...)
 		header = strconv.AppendInt(header, w, 10)
 		ps.names = append(ps.names, sf)

@@ -17,7 +17,7 @@ import (
 // WithChargeIf counts only the responses whose status charge selects: the
 // request's cost is reserved before the handler runs, as without it, so a
 // burst of slow requests never has more than the quota in flight, and
-// given back (algorithms.Refunder) once the handler has returned a status
+// given back (refunder) once the handler has returned a status
 // charge says no to. For a login route, charge only failures:
 //
 //	middleware.WithChargeIf(func(status int) bool { return status >= 400 })
@@ -25,7 +25,7 @@ import (
 // The rate-limit headers are sent before the handler runs, from the
 // reservation. A handler that panics keeps its charge. WithShadow settles
 // too, so its counts are those enforcement would make. The limiter must
-// implement algorithms.Refunder (every limiter algorithms.New returns
+// implement a Refund method (every limiter algorithms.New returns
 // does); New refuses one that does not, and a nil charge. A limiter
 // WithLimiterFunc picks that does not keeps its charge.
 func WithChargeIf(charge func(status int) bool) Option {
@@ -38,8 +38,8 @@ func WithChargeIf(charge func(status int) bool) Option {
 // WithCostAfter lets the handler set the request's final cost with SetCost
 // once it knows it (rows returned, bytes sent): the cost reserved before
 // the handler runs is settled after it. A final cost below the reserved
-// one is given back (algorithms.Refunder); one above it is charged for the
-// difference once the handler has returned, with algorithms.Charger, in
+// one is given back (refunder); one above it is charged for the
+// difference once the handler has returned, with algorithms.RateLimiter.Charge, in
 // one atomic step that is never refused: each limit takes the difference,
 // or all it has left when that is less (all its quota at most), so the
 // requests that follow wait for the quota to come back. A limiter without
@@ -78,8 +78,8 @@ func (c *config) checkSettle() error {
 	case c.chargeIfSet && c.chargeIf == nil:
 		return errors.New("WithChargeIf: nil function")
 	case c.settles() && !isNil(c.limiter):
-		if _, ok := c.limiter.(algorithms.Refunder); !ok {
-			return errors.New("WithChargeIf and WithCostAfter need a limiter that implements algorithms.Refunder")
+		if _, ok := c.limiter.(refunder); !ok {
+			return errors.New("WithChargeIf and WithCostAfter need a limiter with Refund, as every algorithms.RateLimiter has")
 		}
 	}
 	return nil
@@ -182,7 +182,7 @@ func (c *config) settle(parent context.Context, v *verdict, ow *outcomeWriter, a
 	var err error
 	switch {
 	case final < reserved:
-		rf, ok := lim.(algorithms.Refunder)
+		rf, ok := lim.(refunder)
 		if !ok || v.res.Decider != algorithms.DecidedByStore {
 			return
 		}
@@ -198,12 +198,12 @@ func (c *config) settle(parent context.Context, v *verdict, ow *outcomeWriter, a
 
 // charge takes cost more units for key, or what is left when that is
 // less, so that the requests that follow wait for the quota to come back:
-// atomically with algorithms.Charger. A limiter without it is asked with
+// atomically with algorithms.RateLimiter.Charge. A limiter without it is asked with
 // Allow, the cost first clamped to its smallest quota so that it is not
 // refused as too large, then, when that is refused, for what it says is
 // left: two calls, not atomic.
 func charge(ctx context.Context, lim algorithms.Limiter, key string, cost int, res algorithms.Result) error {
-	if ch, ok := lim.(algorithms.Charger); ok {
+	if ch, ok := lim.(charger); ok {
 		_, err := ch.Charge(ctx, key, cost)
 		return err
 	}
@@ -221,7 +221,7 @@ func charge(ctx context.Context, lim algorithms.Limiter, key string, cost int, r
 // quota its Policies list, or else the reservation's Limit; 0 if unknown.
 func smallestQuota(lim algorithms.Limiter, res algorithms.Result) int {
 	q := 0
-	if d, ok := lim.(algorithms.Describer); ok {
+	if d, ok := lim.(describer); ok {
 		for _, p := range d.Policies() {
 			if p.Quota > 0 && (q == 0 || p.Quota < q) {
 				q = p.Quota

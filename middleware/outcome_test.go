@@ -261,8 +261,8 @@ func TestChargeIfMisconfigured(t *testing.T) {
 		want string // in the error
 	}{
 		{"nil predicate", mem, []Option{WithChargeIf(nil)}, "WithChargeIf"},
-		{"limiter without refunds", stubLimiter{}, []Option{WithChargeIf(failuresOnly)}, "Refunder"},
-		{"SetCost without refunds", stubLimiter{}, []Option{WithCostAfter()}, "Refunder"},
+		{"limiter without refunds", stubLimiter{}, []Option{WithChargeIf(failuresOnly)}, "with Refund"},
+		{"SetCost without refunds", stubLimiter{}, []Option{WithCostAfter()}, "with Refund"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mw, err := New(tc.lim, tc.opts...)
