@@ -6,14 +6,15 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // At most two requests per key in flight: a third waits for a release.
-// With a Redis store (algorithms.NewRedisStore) every instance shares the
+// With a Redis store (redisstore.New) every instance shares the
 // two slots.
 func ExampleNewConcurrency() {
 	ctx := context.Background()
-	limiter, err := algorithms.NewConcurrency(algorithms.NewMemoryStore(), 2, 30*time.Second)
+	limiter, err := algorithms.NewConcurrency(memstore.New(), 2, 30*time.Second)
 	if err != nil {
 		panic(err)
 	}

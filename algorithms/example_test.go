@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // A limiter in process memory, with a clock the example moves by hand.
 func ExampleNew() {
 	now := time.Unix(1_800_000_000, 0)
-	store := algorithms.NewMemoryStore(algorithms.WithClock(func() time.Time { return now }))
+	store := memstore.New(memstore.WithClock(func() time.Time { return now }))
 	limiter, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerSecond(2))
 	if err != nil {
 		panic(err)
@@ -34,7 +33,7 @@ func ExampleNew() {
 
 // Several limits decided together: a request passes only when both allow it.
 func ExampleNew_severalLimits() {
-	store := algorithms.NewMemoryStore()
+	store := memstore.New()
 	limiter, err := algorithms.New(store, algorithms.SlidingWindowLog,
 		algorithms.PerSecond(10), algorithms.PerHour(1000))
 	if err != nil {
@@ -45,28 +44,10 @@ func ExampleNew_severalLimits() {
 	// Output: true 10 9 1s
 }
 
-// A token bucket in Redis, shared by every instance that uses the same Redis.
-func ExampleNewRedisStore() {
-	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
-	store := algorithms.NewRedisStore(client, algorithms.WithPrefix("myapp"))
-	limiter, err := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(60).WithBurst(10))
-	if err != nil {
-		panic(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	r, err := limiter.Allow(ctx, "api-key:3f2a", 1)
-	if err != nil {
-		fmt.Println("redis unavailable:", err)
-		return
-	}
-	fmt.Println(r.Allowed, r.Remaining)
-}
-
 // An operator looks at a client's state without spending its quota, then
 // clears it.
 func ExampleRateLimiter_peekAndReset() {
-	store := algorithms.NewMemoryStore()
+	store := memstore.New()
 	limiter, err := algorithms.New(store, algorithms.SlidingWindowCounter, algorithms.PerMinute(3))
 	if err != nil {
 		panic(err)
@@ -90,7 +71,7 @@ func ExampleRateLimiter_peekAndReset() {
 // Charging by outcome: reserve before the work, give back what it did not
 // use after it. The age is the time since the reservation was decided.
 func ExampleRateLimiter_refund() {
-	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.TokenBucket, algorithms.PerHour(10))
+	limiter, err := algorithms.New(memstore.New(), algorithms.TokenBucket, algorithms.PerHour(10))
 	if err != nil {
 		panic(err)
 	}
@@ -113,7 +94,7 @@ func ExampleRateLimiter_refund() {
 // Charging a cost known only after the work: an export of 1000 rows
 // against 10 per hour takes all that is left, so the next request waits.
 func ExampleRateLimiter_charge() {
-	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(10))
+	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerHour(10))
 	if err != nil {
 		panic(err)
 	}

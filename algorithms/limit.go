@@ -2,19 +2,20 @@
 //
 // It offers five algorithms (fixed window, sliding window log, sliding
 // window counter, token bucket and leaky bucket as a meter, GCRA), each
-// running either atomically inside Redis, as one Lua script per decision, or
-// in process memory. Both stores give the same answers for the same sequence
-// of requests; a conformance suite holds them to it.
+// running on a Store: atomically inside Redis, as one Lua script per
+// decision (package redisstore), in process memory (package memstore), or
+// in a store of your own. Every store gives the same answers for the same
+// sequence of requests; a conformance suite (package storetest) holds them
+// to it. This package holds what every store shares and imports none.
 //
 // The package knows nothing of HTTP: a key is any string that names who is
 // asking, and the caller decides what to do with a Result.
 package algorithms
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"math/bits"
 	"time"
 )
 
@@ -35,16 +36,12 @@ var (
 	ErrInvalidKey = errors.New("algorithms: invalid key")
 	// ErrInvalidOption reports a store option with a value it cannot use.
 	ErrInvalidOption = errors.New("algorithms: invalid option")
+	// ErrInvalidAge is returned (wrapped) by Refund for a negative age.
+	ErrInvalidAge = errors.New("algorithms: refund age must not be negative")
 )
 
 // MaxKeyLength is the longest key, in bytes, that Allow accepts.
 const MaxKeyLength = 1024
-
-// maxExact is the largest integer a Lua number (an IEEE double) holds
-// exactly. The Redis scripts compute in integers up to this bound, in a
-// representation chosen per limit (see paramsFor) so that they never pass
-// it.
-const maxExact = 1 << 53
 
 // Bounds on limits. Every limit within them is computed exactly, in Redis
 // and in memory alike; a limit past them is refused by New with
@@ -144,180 +141,23 @@ func (l Limit) ValidateFor(alg Algorithm) error {
 }
 
 // burst is the bucket capacity: Burst, or Rate when Burst is 0.
+// Refill is the time a bucket of l (TokenBucket, LeakyBucket) takes to
+// refill from empty: Burst × Period / Rate, rounded up to the microsecond.
+// It is 0 for a limit whose refill exceeds MaxRefill, which ValidateFor
+// refuses for the buckets.
+func (l Limit) Refill() time.Duration {
+	us, ok := refillMicros(l)
+	if !ok || us > int64(maxRefill) {
+		return 0
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
 func (l Limit) burst() int {
 	if l.Burst == 0 {
 		return l.Rate
 	}
 	return l.Burst
-}
-
-// Result is the decision on one request.
-type Result struct {
-	// Allowed reports whether the request may pass.
-	Allowed bool
-	// Limit is the quota of the binding limit: Rate for the window
-	// algorithms, the bucket capacity (Burst, or Rate) for the bucket ones.
-	Limit int
-	// Remaining is what is left of the binding limit's quota after this
-	// request; never negative.
-	Remaining int
-	// ResetAfter is the time until the binding limit's quota is whole again
-	// if no other request comes in. For the sliding window counter it can
-	// reach two periods.
-	ResetAfter time.Duration
-	// RetryAfter is 0 when Allowed; otherwise the time after which the same
-	// request would pass if no other request comes in.
-	RetryAfter time.Duration
-	// Delay is 0 but for a reservation (see RateLimiter.Reserve): an allowed Result
-	// with Delay above 0 means "proceed after Delay; the slot is yours".
-	Delay time.Duration
-	// Period is the window that Limit is a quota for, for headers that name
-	// one: the binding limit's Period for the window algorithms; for the
-	// bucket algorithms the time a bucket takes to refill from empty
-	// (Burst × Period / Rate, rounded up to the microsecond), so that Limit
-	// per Period is both the burst and the sustained rate. (A bucket that
-	// counts time in a unit coarser than 1µs, see ValidateFor, is full at
-	// the start of a unit: its ResetAfter can pass Period by less than one.)
-	Period time.Duration
-	// Index is the binding limit's position among the limits given to New,
-	// from 0, as RateLimiter.Policies lists them.
-	Index int
-	// Decider says what made the decision: the store itself, or, for a
-	// Redis store that could not decide in time, a stand-in (see Decider).
-	Decider Decider
-}
-
-// Decider names what made a decision.
-type Decider uint8
-
-const (
-	// DecidedByStore is a decision of the store itself: Redis's script, or
-	// the memory store.
-	DecidedByStore Decider = iota
-	// DecidedByCache is a denial that Redis issued for this key and an equal
-	// or smaller cost, repeated from the Redis store's local cache until its
-	// RetryAfter has passed, without asking Redis again.
-	DecidedByCache
-	// DecidedLocally is a decision of the Redis store's in-memory twin, which
-	// enforces the same limits (or a share of them, see WithInstances) in this
-	// process while Redis cannot decide: an error, a timeout, the breaker
-	// open, or this process saturated. Limit, Remaining and the durations
-	// then describe the local limit.
-	DecidedLocally
-	// DecidedFailOpen is a pass that nothing counted: Redis could not decide
-	// and the store's FailureMode is FailOpen.
-	DecidedFailOpen
-	// DecidedFailClosed is a refusal that nothing counted: Redis could not
-	// decide and the store's FailureMode is FailClosed. RetryAfter is the
-	// time after which to try again.
-	DecidedFailClosed
-)
-
-// String returns the decider's name in snake case, as metrics label it:
-// "store", "cache", "local", "fail_open" or "fail_closed".
-func (d Decider) String() string {
-	switch d {
-	case DecidedByStore:
-		return "store"
-	case DecidedByCache:
-		return "cache"
-	case DecidedLocally:
-		return "local"
-	case DecidedFailOpen:
-		return "fail_open"
-	case DecidedFailClosed:
-		return "fail_closed"
-	}
-	return "decider(" + strconv.Itoa(int(d)) + ")"
-}
-
-// Policy is one limit of a Limiter as rate-limit headers state it: Quota
-// units per Window, with the meanings of Result.Limit and Result.Period.
-type Policy struct {
-	Quota  int
-	Window time.Duration
-}
-
-// policies describes limits under alg.
-func policies(alg Algorithm, limits []Limit) []Policy {
-	ps := make([]Policy, len(limits))
-	for i, l := range limits {
-		ps[i] = Policy{Quota: quota(alg, l), Window: window(alg, l)}
-	}
-	return ps
-}
-
-// Limiter decides whether requests may pass.
-type Limiter interface {
-	// Allow decides whether a request of the given cost may pass for key,
-	// and consumes cost units when it does. A denied request consumes
-	// nothing. It returns ErrInvalidKey, ErrInvalidCost or
-	// ErrCostExceedsLimit (wrapped) for requests it cannot decide, and the
-	// store's error, wrapped, when the store fails.
-	Allow(ctx context.Context, key string, cost int) (Result, error)
-}
-
-// RateLimiter is what New returns: a Limiter that describes its limits,
-// can inspect and reset a key's state, reserve, give units back and charge
-// a cost known only after the work. A Store's NewLimiter implements it.
-type RateLimiter interface {
-	Limiter
-	// Algorithm returns the algorithm the limiter was built with.
-	Algorithm() Algorithm
-	// Policies returns the limits in the order given to New.
-	Policies() []Policy
-	// Peek returns the Result a request of cost 1 for key would get now,
-	// consuming nothing: one round trip on Redis, atomic like Allow.
-	Peek(ctx context.Context, key string) (Result, error)
-	// Reset forgets key's state under every limit of the limiter, so its
-	// next request starts afresh.
-	Reset(ctx context.Context, key string) error
-	// Reserve decides a request of cost for key as Allow does, but also
-	// admits one that the limits would admit within maxDelay: its units are
-	// taken now, and Result.Delay, when above 0, is how long the caller must
-	// wait before the request proceeds. The slot is then the request's:
-	// nothing gives it back. A request that would have to wait longer is
-	// denied, consuming nothing, with RetryAfter as Allow reports it. A
-	// maxDelay of 0 is Allow. It returns ErrInvalidOption (wrapped) for an
-	// algorithm that cannot reserve, or a maxDelay below 0 or above
-	// MaxDelay, and Allow's errors otherwise.
-	Reserve(ctx context.Context, key string, cost int, maxDelay time.Duration) (Result, error)
-	// Refund gives back up to cost units that key consumed at least age
-	// ago (pass the time since the consuming call returned), under every
-	// limit of the limiter, atomically (one script call on Redis, counted
-	// once however often the client sends it). It never gives back more
-	// than the current state holds and never leaves more than the quota:
-	// the window algorithms decrement the current window's count, not
-	// below 0, and not when that window began less than age ago (a unit
-	// consumed in a window that has ended gives nothing back); the sliding
-	// window log removes the newest admissions in the window, and nothing
-	// when age is a period or more (the admission has left the window);
-	// the token bucket puts tokens back, capped at its burst; the leaky
-	// bucket moves its theoretical arrival time back, not before now. It
-	// returns the Result a request of cost 0 would get after the refund.
-	// A cost above the limits' largest quota gives back that quota.
-	//
-	// On Redis, a refund Redis cannot answer is lost, and the error is
-	// returned wrapped: it errs on the strict side, and the local stand-in
-	// is not touched, since it did not take the units.
-	Refund(ctx context.Context, key string, cost int, age time.Duration) (Result, error)
-	// Charge takes up to cost units for key under every limit of the
-	// limiter, and is never refused: each limit takes cost when it has that
-	// much left, and otherwise all it has left, the Remaining a request of
-	// cost 0 would be told, so that the next request that needs a unit is
-	// refused until the quota comes back. A cost above a limit's quota so
-	// takes at most that quota. A bucket keeps a fraction of a unit it has
-	// refilled, which no request can use; a bucket already past its
-	// capacity after a reservation takes nothing more. It is atomic (one
-	// script call on Redis, counted once however often the client sends
-	// it) and returns the Result a request of cost 0 would get after it:
-	// Remaining 0 when the charge took all that was left.
-	//
-	// On Redis, a charge Redis cannot answer is not made there, and the
-	// error is returned wrapped; under FailLocal the local twin takes the
-	// charge, so that the stand-in that decides while Redis cannot counts
-	// it.
-	Charge(ctx context.Context, key string, cost int) (Result, error)
 }
 
 // Algorithm names a rate-limit algorithm.
@@ -343,29 +183,17 @@ const (
 	LeakyBucket Algorithm = "leaky_bucket"
 )
 
+// known reports whether a is one of the algorithms this package implements.
+func (a Algorithm) known() bool {
+	switch a {
+	case FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket:
+		return true
+	}
+	return false
+}
+
 // Algorithms lists every Algorithm this package implements.
 var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket}
-
-// Store holds rate-limit state: the Redis store (package redisstore), the
-// in-process one (package memstore), or one of your own. Limiters built on
-// one store with the same algorithm and limit share state per key;
-// limiters that differ in either never do. New and NewConcurrency validate
-// their arguments and then ask the store, so a store's methods are called
-// with valid ones only. The conformance suite, package storetest, checks
-// that a store keeps the contract.
-type Store interface {
-	// NewLimiter returns a limiter that enforces every one of limits with
-	// alg, each request passing only when all allow it and then consuming
-	// from all. New has validated alg and limits (no two share a state),
-	// and limits is the limiter's own copy.
-	NewLimiter(alg Algorithm, limits []Limit) (RateLimiter, error)
-	// NewConcurrency returns a concurrency limiter of limit leases per key,
-	// each expiring after lease unless released. retryAfter, when above 0,
-	// is every denied Lease's RetryAfter (WithConcurrencyRetryAfter);
-	// otherwise the store estimates it. NewConcurrency has validated limit
-	// and lease.
-	NewConcurrency(limit int, lease, retryAfter time.Duration) (ConcurrencyLimiter, error)
-}
 
 // New returns a Limiter that enforces every one of limits with alg, on store.
 // A request passes only when every limit allows it, and then consumes from
@@ -377,65 +205,56 @@ func New(store Store, alg Algorithm, limits ...Limit) (RateLimiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
 	}
-	if _, ok := algorithmCodes[alg]; !ok {
+	if !alg.known() {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownAlgorithm, alg)
 	}
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("%w: no limits given", ErrInvalidLimit)
 	}
-	seen := make(map[string]bool, len(limits))
+	seen := make(map[limitID]bool, len(limits))
 	for _, l := range limits {
 		if err := l.ValidateFor(alg); err != nil {
 			return nil, err
 		}
 		// Two limits with one state would be charged twice per request.
-		name := stateName(alg, l)
-		if seen[name] {
+		id := limitID{rate: l.Rate, period: l.Period}
+		if alg == TokenBucket || alg == LeakyBucket {
+			id.burst = l.burst()
+		}
+		if seen[id] {
 			return nil, fmt.Errorf("%w: %s given twice for %s", ErrInvalidLimit, l, alg)
 		}
-		seen[name] = true
+		seen[id] = true
 	}
 	return store.NewLimiter(alg, append([]Limit(nil), limits...))
 }
 
-// algorithmCodes are the short names of the algorithms in Redis keys.
-var algorithmCodes = map[Algorithm]string{
-	FixedWindow:          "fw",
-	SlidingWindowLog:     "swl",
-	SlidingWindowCounter: "swc",
-	TokenBucket:          "tb",
-	LeakyBucket:          "lb",
+// refillMicros is the time a bucket of l takes to refill from empty,
+// Burst × Period / Rate rounded up to the µs, exact for any limit that
+// Validate accepts; ok is false when it does not fit an int64.
+func refillMicros(l Limit) (us int64, ok bool) {
+	hi, lo := bits.Mul64(uint64(l.burst()), uint64(l.Period.Microseconds()))
+	r := uint64(l.Rate)
+	if hi >= r {
+		return 0, false
+	}
+	q, rem := bits.Div64(hi, lo, r)
+	if rem > 0 {
+		q++
+	}
+	if q > 1<<62 {
+		return 0, false
+	}
+	return int64(q), true
 }
 
-// window is the span that quota(alg, l) refers to: see Result.Period.
-func window(alg Algorithm, l Limit) time.Duration {
-	if alg == TokenBucket || alg == LeakyBucket {
-		us, _ := refillMicros(l) // within MaxRefill: New checked
-		return usToDuration(us)
-	}
-	return l.Period
-}
+// maxRefill bounds a bucket's refill time, so that a bucket's times stay
+// exact and Result durations fit a time.Duration.
+const maxRefill = MaxRefill / time.Microsecond
 
-// quota is the number of units limit l holds under alg.
-func quota(alg Algorithm, l Limit) int {
-	if alg == TokenBucket || alg == LeakyBucket {
-		return l.burst()
-	}
-	return l.Rate
-}
-
-// checkRequest validates the key and cost of one Allow call.
-func checkRequest(alg Algorithm, limits []Limit, key string, cost int) error {
-	if key == "" || len(key) > MaxKeyLength {
-		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidKey, len(key), MaxKeyLength)
-	}
-	if cost < 1 {
-		return fmt.Errorf("%w: got %d", ErrInvalidCost, cost)
-	}
-	for _, l := range limits {
-		if q := quota(alg, l); cost > q {
-			return fmt.Errorf("%w: cost %d, quota %d (%s)", ErrCostExceedsLimit, cost, q, l)
-		}
-	}
-	return nil
+// limitID is what makes two limits one state under an algorithm: the
+// window algorithms ignore Burst.
+type limitID struct {
+	rate, burst int
+	period      time.Duration
 }

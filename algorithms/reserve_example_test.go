@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // Shaping: a leaky bucket of 10 a second, burst 1, asked to admit requests
 // that can pass within 300ms. The caller waits Delay before going on.
 func ExampleRateLimiter_reserve() {
 	now := time.Unix(1_800_000_000, 0)
-	store := algorithms.NewMemoryStore(algorithms.WithClock(func() time.Time { return now }))
+	store := memstore.New(memstore.WithClock(func() time.Time { return now }))
 	limiter, err := algorithms.New(store, algorithms.LeakyBucket, algorithms.PerSecond(10).WithBurst(1))
 	if err != nil {
 		panic(err)

@@ -5,9 +5,10 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // Option configures Build: what the file names and code provides. A
@@ -21,7 +22,8 @@ type options struct {
 	logger    *slog.Logger
 	observer  middleware.Observer
 	mwOpts    []middleware.Option
-	storeOpts []algorithms.StoreOption
+	memOpts   []memstore.Option
+	redisOpts []redisstore.Option
 	errs      []error
 }
 
@@ -77,7 +79,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithObserver sets the middlewares' observer; when it is also an
-// algorithms.Observer (as *metrics.Metrics is), the Redis store's too.
+// redisstore.Observer (as *metrics.Metrics is), the Redis store's too.
 func WithObserver(obs middleware.Observer) Option {
 	return func(o *options) { o.observer = obs }
 }
@@ -88,11 +90,17 @@ func WithMiddlewareOptions(opts ...middleware.Option) Option {
 	return func(o *options) { o.mwOpts = append(o.mwOpts, opts...) }
 }
 
-// WithStoreOptions adds options to the store, after those the file sets
-// (a clock for tests). They are part of the store's settings: a store is
-// kept across reloads, so they apply from Build on.
-func WithStoreOptions(opts ...algorithms.StoreOption) Option {
-	return func(o *options) { o.storeOpts = append(o.storeOpts, opts...) }
+// WithMemoryStoreOptions adds options to a memory store, after those the
+// file sets (a clock for tests). They are part of the store's settings: a
+// store is kept across reloads, so they apply from Build on.
+func WithMemoryStoreOptions(opts ...memstore.Option) Option {
+	return func(o *options) { o.memOpts = append(o.memOpts, opts...) }
+}
+
+// WithRedisStoreOptions adds options to a Redis store, after those the
+// file sets, as WithMemoryStoreOptions does for a memory store.
+func WithRedisStoreOptions(opts ...redisstore.Option) Option {
+	return func(o *options) { o.redisOpts = append(o.redisOpts, opts...) }
 }
 
 func newOptions(opts []Option) (*options, error) {

@@ -10,8 +10,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // MaxFileSize bounds a configuration file: real ones are a few kilobytes.
@@ -145,8 +145,7 @@ func (d *decoder) redis(n *yaml.Node, path string) *Redis {
 		}
 	}
 	if r.Prefix != "" {
-		if _, err := algorithms.New(algorithms.NewMemoryStore(algorithms.WithPrefix(r.Prefix)),
-			algorithms.FixedWindow, algorithms.PerSecond(1)); err != nil {
+		if err := redisstore.CheckPrefix(r.Prefix); err != nil {
 			d.fail(n, join(path, "prefix"), "must be 1 to 64 bytes without braces")
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // maxPolicyName matches the middleware's bound on policy names.
@@ -171,7 +172,7 @@ func (d *decoder) limitList(parent, n *yaml.Node, path string, alg algorithms.Al
 		return nil
 	}
 	// What New refuses beyond single limits: two that alg treats as one.
-	if _, err := algorithms.New(algorithms.NewMemoryStore(), alg, limits...); err != nil {
+	if _, err := algorithms.New(memstore.New(), alg, limits...); err != nil {
 		d.fail(n, path, "%s", strings.TrimPrefix(err.Error(), algorithms.ErrInvalidLimit.Error()+": "))
 		return nil
 	}
@@ -181,7 +182,7 @@ func (d *decoder) limitList(parent, n *yaml.Node, path string, alg algorithms.Al
 // checkCost refuses a cost that exceeds a limit's whole quota: no request
 // could ever pass.
 func (d *decoder) checkCost(n *yaml.Node, path string, cost int, alg algorithms.Algorithm, limits []algorithms.Limit) {
-	lim, err := algorithms.New(algorithms.NewMemoryStore(), alg, limits...)
+	lim, err := algorithms.New(memstore.New(), alg, limits...)
 	if err != nil {
 		return // reported with the limits
 	}

@@ -53,9 +53,9 @@ type Redis struct {
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	PoolSize     int
-	// Prefix of every key (algorithms.WithPrefix); "" keeps the default.
+	// Prefix of every key (redisstore.WithPrefix); "" keeps the default.
 	Prefix string
-	// Timeout bounds each decision (algorithms.WithTimeout, and the
+	// Timeout bounds each decision (redisstore.WithTimeout, and the
 	// middleware's WithTimeout, which would otherwise cut it short at its
 	// own default); 0 keeps the defaults.
 	Timeout time.Duration
@@ -70,7 +70,7 @@ type Redis struct {
 
 // Memory is the memory store's settings.
 type Memory struct {
-	// MaxKeys bounds the entries (algorithms.WithMaxKeys); 0 keeps the
+	// MaxKeys bounds the entries (memstore.WithMaxKeys); 0 keeps the
 	// default.
 	MaxKeys int
 }

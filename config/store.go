@@ -8,6 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // storeSettings is everything a store is made from. Two configurations
@@ -62,11 +64,11 @@ type openStore struct {
 // newStore makes the store that s describes.
 func newStore(c *Config, s storeSettings, o *options) (*openStore, error) {
 	if !s.redis {
-		var opts []algorithms.StoreOption
+		var opts []memstore.Option
 		if s.maxKeys > 0 {
-			opts = append(opts, algorithms.WithMaxKeys(s.maxKeys))
+			opts = append(opts, memstore.WithMaxKeys(s.maxKeys))
 		}
-		st := algorithms.NewMemoryStore(append(opts, o.storeOpts...)...)
+		st := memstore.New(append(opts, o.memOpts...)...)
 		if err := probeStore(st); err != nil {
 			return nil, fmt.Errorf("%w: %s: memory: %w", ErrInvalid, c.Name, err)
 		}
@@ -96,27 +98,27 @@ func newStore(c *Config, s storeSettings, o *options) (*openStore, error) {
 	// decisions go out on the caller's goroutine. (Retries are safe: a call
 	// sent again returns its first run's answer.)
 	ro.ContextTimeoutEnabled = true
-	opts := []algorithms.StoreOption{algorithms.WithLogger(o.logger), algorithms.WithInstances(s.instances)}
+	opts := []redisstore.Option{redisstore.WithLogger(o.logger), redisstore.WithInstances(s.instances)}
 	if s.prefix != "" {
-		opts = append(opts, algorithms.WithPrefix(s.prefix))
+		opts = append(opts, redisstore.WithPrefix(s.prefix))
 	}
 	if s.timeout > 0 {
-		opts = append(opts, algorithms.WithTimeout(s.timeout))
+		opts = append(opts, redisstore.WithTimeout(s.timeout))
 	}
 	switch s.failureMode {
 	case "open":
-		opts = append(opts, algorithms.WithFailureMode(algorithms.FailOpen))
+		opts = append(opts, redisstore.WithFailureMode(redisstore.FailOpen))
 	case "closed":
-		opts = append(opts, algorithms.WithFailureMode(algorithms.FailClosed))
+		opts = append(opts, redisstore.WithFailureMode(redisstore.FailClosed))
 	}
 	if s.denialCache >= 0 {
-		opts = append(opts, algorithms.WithDenialCache(s.denialCache))
+		opts = append(opts, redisstore.WithDenialCache(s.denialCache))
 	}
-	if obs, ok := o.observer.(algorithms.Observer); ok {
-		opts = append(opts, algorithms.WithObserver(obs))
+	if obs, ok := o.observer.(redisstore.Observer); ok {
+		opts = append(opts, redisstore.WithObserver(obs))
 	}
 	client := redis.NewClient(ro)
-	st := algorithms.NewRedisStore(client, append(opts, o.storeOpts...)...)
+	st := redisstore.New(client, append(opts, o.redisOpts...)...)
 	if err := probeStore(st); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("%w: %s: redis: %w", ErrInvalid, c.Name, err)

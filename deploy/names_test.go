@@ -18,8 +18,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/metrics"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 const (
@@ -45,8 +47,8 @@ var (
 		middleware.OutcomeLocalDenied, middleware.OutcomeCacheDenied, middleware.OutcomeKeyError,
 		middleware.OutcomeInvalid, middleware.OutcomeSkipped,
 	}
-	errorKinds = []algorithms.ErrorKind{
-		algorithms.ErrorTimeout, algorithms.ErrorConnection, algorithms.ErrorScript, algorithms.ErrorOther,
+	errorKinds = []redisstore.ErrorKind{
+		redisstore.ErrorTimeout, redisstore.ErrorConnection, redisstore.ErrorScript, redisstore.ErrorOther,
 	}
 )
 
@@ -111,13 +113,13 @@ func exported(t *testing.T) series {
 // a Redis store's limiter gives itself (asking it would dial Redis).
 func storeNames(t *testing.T) []string {
 	t.Helper()
-	mem, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(1))
+	mem, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
-	red, err := algorithms.New(algorithms.NewRedisStore(rdb), algorithms.FixedWindow, algorithms.PerMinute(1))
+	red, err := algorithms.New(redisstore.New(rdb), algorithms.FixedWindow, algorithms.PerMinute(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/config"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/metrics"
 )
 
@@ -45,7 +46,7 @@ func newConfiguredAPI(cfg options, logger *slog.Logger, m *metrics.Metrics, reg 
 	r := chi.NewRouter()
 	// The file has no concurrency limits: this one is set in code, in
 	// this instance's memory (a reload may replace the file's store).
-	exports, err := algorithms.NewConcurrency(algorithms.NewMemoryStore(), exportsInFlight, time.Minute)
+	exports, err := algorithms.NewConcurrency(memstore.New(), exportsInFlight, time.Minute)
 	if err != nil {
 		rt.Close()
 		return nil, err

@@ -34,8 +34,10 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/config"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/metrics"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // demoSecret signs demo tokens when neither -jwt-secret nor JWT_SECRET is
@@ -168,9 +170,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // openStore returns the Redis store when url is set, else the memory store,
 // with a description that names no password.
-func openStore(url string, instances int, logger *slog.Logger, obs algorithms.Observer) (algorithms.Store, string, func(), error) {
+func openStore(url string, instances int, logger *slog.Logger, obs redisstore.Observer) (algorithms.Store, string, func(), error) {
 	if url == "" {
-		return algorithms.NewMemoryStore(), "memory (this process only)", func() {}, nil
+		return memstore.New(), "memory (this process only)", func() {}, nil
 	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {
@@ -180,8 +182,8 @@ func openStore(url string, instances int, logger *slog.Logger, obs algorithms.Ob
 	// then returns its first answer, so it counts once. (The store keeps its
 	// own deadline, whatever the client's timeouts.)
 	client := redis.NewClient(opts)
-	store := algorithms.NewRedisStore(client, algorithms.WithPrefix("redlimit-example"),
-		algorithms.WithInstances(instances), algorithms.WithLogger(logger), algorithms.WithObserver(obs))
+	store := redisstore.New(client, redisstore.WithPrefix("redlimit-example"),
+		redisstore.WithInstances(instances), redisstore.WithLogger(logger), redisstore.WithObserver(obs))
 	return store,
 		fmt.Sprintf("Redis at %s db %d", opts.Addr, opts.DB), func() { client.Close() }, nil
 }

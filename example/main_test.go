@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/metrics"
 )
 
@@ -45,7 +46,7 @@ func newTestAPI(t *testing.T, mode string) *httptest.Server {
 		}
 		t.Cleanup(func() { api.Close() })
 		h = api.handler
-	} else if h, err = newAPI(algorithms.NewMemoryStore(), cfg, logger, m, reg); err != nil {
+	} else if h, err = newAPI(memstore.New(), cfg, logger, m, reg); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)

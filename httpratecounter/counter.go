@@ -17,6 +17,7 @@ import (
 	"github.com/redlimit/redlimit/internal/breaker"
 	"github.com/redlimit/redlimit/internal/clusterslot"
 	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // ttlMargin lengthens each counter's life past the two windows it is read
@@ -164,7 +165,7 @@ func (c *Counter) Get(key string, currentWindow, previousWindow time.Time) (int,
 		return 0, 0, fmt.Errorf("%w: get: %w", ErrUnavailable, err)
 	}
 	if len(vals) != 2 {
-		return 0, 0, fmt.Errorf("%w: %w: MGET returned %d values", ErrUnavailable, algorithms.ErrUnexpectedReply, len(vals))
+		return 0, 0, fmt.Errorf("%w: %w: MGET returned %d values", ErrUnavailable, redisstore.ErrUnexpectedReply, len(vals))
 	}
 	var counts [2]int
 	for i, v := range vals {
@@ -210,7 +211,7 @@ func countOf(v any) (int, error) {
 			return n, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: %w: counter holds %v", ErrUnavailable, algorithms.ErrUnexpectedReply, v)
+	return 0, fmt.Errorf("%w: %w: counter holds %v", ErrUnavailable, redisstore.ErrUnexpectedReply, v)
 }
 
 // Increment implements httprate.LimitCounter: IncrementBy with amount 1.

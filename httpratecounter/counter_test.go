@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -295,7 +296,7 @@ func TestCorruptCounter(t *testing.T) {
 		if err := client.Set(ctx, c.keyOf(hashOf("k"), cur), "lots", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := c.Get("k", cur, cur.Add(-window)); !errors.Is(err, ErrUnavailable) || !errors.Is(err, algorithms.ErrUnexpectedReply) {
+		if _, _, err := c.Get("k", cur, cur.Add(-window)); !errors.Is(err, ErrUnavailable) || !errors.Is(err, redisstore.ErrUnexpectedReply) {
 			t.Errorf("strict %v: Get: %v; want ErrUnavailable and ErrUnexpectedReply", strict, err)
 		}
 		if err := c.IncrementBy("k", cur, 1); !errors.Is(err, ErrUnavailable) {

@@ -8,11 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/metrics"
 	"github.com/redlimit/redlimit/middleware"
 )
 
-// Metrics observe a middleware (and, with algorithms.WithObserver, a Redis
+// Metrics observe a middleware (and, with redisstore.WithObserver, a Redis
 // store). An application would register them on
 // prometheus.DefaultRegisterer and serve promhttp.Handler(); here a
 // registry of its own is read directly.
@@ -23,7 +24,7 @@ func ExampleNew() {
 		panic(err)
 	}
 
-	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(2))
+	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		panic(err)
 	}

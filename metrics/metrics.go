@@ -1,9 +1,9 @@
 // Package metrics exports what redlimit's middleware and Redis store do as
 // Prometheus metrics. One *Metrics serves as both a middleware.Observer and
-// an algorithms.Observer:
+// an redisstore.Observer:
 //
 //	m, err := metrics.New(prometheus.DefaultRegisterer)
-//	store := algorithms.NewRedisStore(client, algorithms.WithObserver(m))
+//	store := redisstore.New(client, redisstore.WithObserver(m))
 //	mw, err := middleware.New(limiter, middleware.WithObserver(m), middleware.WithPolicyName("search"))
 //	http.Handle("GET /metrics", promhttp.Handler())
 //
@@ -31,6 +31,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // DurationBuckets are the decision duration histogram's buckets, in
@@ -44,7 +45,7 @@ var DurationBuckets = []float64{
 }
 
 // Metrics holds redlimit's collectors. It implements middleware.Observer
-// and algorithms.Observer; its methods are safe for concurrent use.
+// and redisstore.Observer; its methods are safe for concurrent use.
 type Metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
@@ -54,7 +55,7 @@ type Metrics struct {
 
 var (
 	_ middleware.Observer = (*Metrics)(nil)
-	_ algorithms.Observer = (*Metrics)(nil)
+	_ redisstore.Observer = (*Metrics)(nil)
 )
 
 // New creates the collectors and registers them on reg. It fails, wrapping
@@ -103,7 +104,7 @@ func (m *Metrics) Decision(d middleware.Decision) {
 	}
 }
 
-// BreakerChanged implements middleware.Observer and algorithms.Observer.
+// BreakerChanged implements middleware.Observer and redisstore.Observer.
 func (m *Metrics) BreakerChanged(policy string, open bool) {
 	v := 0.0
 	if open {
@@ -112,7 +113,7 @@ func (m *Metrics) BreakerChanged(policy string, open bool) {
 	m.breakerOpen.WithLabelValues(policy).Set(v)
 }
 
-// StoreError implements algorithms.Observer.
-func (m *Metrics) StoreError(kind algorithms.ErrorKind) {
+// StoreError implements redisstore.Observer.
+func (m *Metrics) StoreError(kind redisstore.ErrorKind) {
 	m.storeErrors.WithLabelValues(string(kind)).Inc()
 }

@@ -18,8 +18,10 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/metrics"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 func send(h http.Handler, addr string, header ...string) int {
@@ -66,7 +68,7 @@ func TestScrape(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
-	mem := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
+	mem := memstore.New(memstore.WithClock(clock.Now))
 
 	// search: 2 allowed, 1 denied, 1 key error (an unknown API key).
 	search := mustMiddleware(t, mustNew(t, mem, algorithms.FixedWindow, algorithms.PerMinute(2)),
@@ -92,7 +94,7 @@ func TestScrape(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer client.Close()
-	store := algorithms.NewRedisStore(client, algorithms.WithObserver(m), algorithms.WithLogger(quiet), algorithms.WithPrefix("api"))
+	store := redisstore.New(client, redisstore.WithObserver(m), redisstore.WithLogger(quiet), redisstore.WithPrefix("api"))
 	api := mustMiddleware(t, mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)),
 		middleware.WithObserver(m), middleware.WithPolicyName("api"))(ok)
 	send(api, "192.0.2.3:1")

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/metrics"
 	"github.com/redlimit/redlimit/middleware"
 )
@@ -22,7 +23,7 @@ func TestSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	h := mustMiddleware(t, mustNew(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(5)),
+	h := mustMiddleware(t, mustNew(t, memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(5)),
 		middleware.WithObserver(m), middleware.WithPolicyName("api"),
 		middleware.WithSkip(func(r *http.Request) bool { return r.RemoteAddr == "192.0.2.9:1" }))(ok)
 	for range 4 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // headerWriter is a ResponseWriter that keeps only its header map, which a
@@ -29,7 +30,7 @@ func TestAllocs(t *testing.T) {
 		{"pass", huge},
 		{"deny", algorithms.PerHour(1)},
 	} {
-		lim := newLimiter(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, tt.limit)
+		lim := newLimiter(t, memstore.New(), algorithms.FixedWindow, tt.limit)
 		h := mustNew(t, lim)(trivial)
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		w := &headerWriter{h: http.Header{}}

@@ -14,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // benchClients is how many client addresses the benchmarks spread over.
@@ -77,7 +78,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		serveParallel(b, h, reqs, http.StatusNoContent)
 	})
 	b.Run("memory", func(b *testing.B) {
-		lim := newLimiter(b, algorithms.NewMemoryStore(), algorithms.FixedWindow, huge)
+		lim := newLimiter(b, memstore.New(), algorithms.FixedWindow, huge)
 		serveParallel(b, mustNew(b, lim)(trivial), reqs, http.StatusNoContent)
 	})
 	b.Run("httprate", func(b *testing.B) {
@@ -91,11 +92,11 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 	b.Run("memory-allow", func(b *testing.B) {
 		// The limiter alone, on the keys the middleware derives.
-		lim := newLimiter(b, algorithms.NewMemoryStore(), algorithms.FixedWindow, huge)
+		lim := newLimiter(b, memstore.New(), algorithms.FixedWindow, huge)
 		allowParallel(b, lim, benchKeys(b, reqs))
 	})
 	b.Run("memory-denied", func(b *testing.B) {
-		lim := newLimiter(b, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(1))
+		lim := newLimiter(b, memstore.New(), algorithms.FixedWindow, algorithms.PerHour(1))
 		h := mustNew(b, lim)(trivial)
 		for _, r := range reqs {
 			h.ServeHTTP(httptest.NewRecorder(), r)
@@ -103,7 +104,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		serveParallel(b, h, reqs, http.StatusTooManyRequests)
 	})
 	b.Run("memory-token-bucket", func(b *testing.B) {
-		lim := newLimiter(b, algorithms.NewMemoryStore(), algorithms.TokenBucket, huge)
+		lim := newLimiter(b, memstore.New(), algorithms.TokenBucket, huge)
 		serveParallel(b, mustNew(b, lim)(trivial), reqs, http.StatusNoContent)
 	})
 }

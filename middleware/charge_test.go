@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // A handler that sets a cost far above the quota (a large export) is
@@ -51,7 +52,7 @@ type plainLimiter struct {
 func TestCostAfterAboveQuotaWithoutCharger(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
-			l, err := algorithms.New(algorithms.NewMemoryStore(), alg, algorithms.PerHour(10))
+			l, err := algorithms.New(memstore.New(), alg, algorithms.PerHour(10))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +89,7 @@ func (failingCharger) Charge(context.Context, string, int) (algorithms.Result, e
 
 // A charge the limiter cannot make is logged, with its error.
 func TestCostAfterChargeFailureLogged(t *testing.T) {
-	l, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(10))
+	l, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerHour(10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
 )
 
 // At most one export per client at a time, behind a rate limit: a second
 // export while the first runs gets 429.
 func ExampleNewConcurrency() {
-	store := algorithms.NewMemoryStore() // or a Redis store, shared by every instance
+	store := memstore.New() // or a Redis store, shared by every instance
 	perMinute, _ := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(20))
 	oneAtATime, _ := algorithms.NewConcurrency(store, 1, 5*time.Minute) // lease: longer than any export
 

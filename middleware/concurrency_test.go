@@ -15,6 +15,8 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/memstore"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // newConcurrencyLimiter is a memory concurrency limit on a clock that
@@ -22,7 +24,7 @@ import (
 func newConcurrencyLimiter(t testing.TB, limit int) algorithms.ConcurrencyLimiter {
 	t.Helper()
 	clock := algorithms.NewManualClock(epoch)
-	l, err := algorithms.NewConcurrency(algorithms.NewMemoryStore(algorithms.WithClock(clock.Now)), limit, time.Minute)
+	l, err := algorithms.NewConcurrency(memstore.New(memstore.WithClock(clock.Now)), limit, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +299,7 @@ func TestRedisConcurrency(t *testing.T) {
 	for range 4 {
 		client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 		t.Cleanup(func() { _ = client.Close() })
-		l, err := algorithms.NewConcurrency(algorithms.NewRedisStore(client, algorithms.WithTimeout(5*time.Second)), limit, time.Minute)
+		l, err := algorithms.NewConcurrency(redisstore.New(client, redisstore.WithTimeout(5*time.Second)), limit, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 const knownKey = "sk_live_known_0123456789"
@@ -57,7 +58,7 @@ func TestCredentialGuessingIsLimited(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newFakeClock()
-			store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
+			store := memstore.New(memstore.WithClock(clock.Now))
 			lim := newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(3))
 			next := &okHandler{}
 			h := mustNew(t, lim, append([]Option{WithKeyFunc(tt.kf), withClock(clock.Now)}, tt.opts...)...)(next)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
 )
 
@@ -16,7 +17,7 @@ import (
 // requests held up to 500ms for their turn. Of four requests at once, the
 // first passes at once, two wait 250 and 500ms, the last gets 429.
 func ExampleWithDelay() {
-	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.LeakyBucket,
+	limiter, err := algorithms.New(memstore.New(), algorithms.LeakyBucket,
 		algorithms.PerSecond(4).WithBurst(1))
 	if err != nil {
 		log.Fatal(err)

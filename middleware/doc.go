@@ -74,7 +74,7 @@
 //
 // Each decision gets its own deadline (WithTimeout, 100 ms by default). A
 // limiter made by algorithms.New on a Redis store never fails for want of
-// Redis: its store decides by its own failure mode (algorithms.FailLocal,
+// Redis: its store decides by its own failure mode (redisstore.FailLocal,
 // the default, counts in memory), and the middleware answers by the
 // Result's Decider: a local decision like any other, with its headers;
 // algorithms.DecidedFailOpen passes the request on without rate-limit

@@ -14,7 +14,9 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // send makes a request to h from the client at addr and prints the status
@@ -33,7 +35,7 @@ func send(h http.Handler, method, path, addr string, header ...string) {
 // The middleware on net/http's ServeMux, keyed by client IP (the default),
 // with the state in process memory.
 func Example() {
-	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(2))
+	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func Example() {
 // on uploads, charged by the number of files, for a whole route group.
 // Clients are keyed by API key where they send one, else by IP.
 func Example_chi() {
-	store := algorithms.NewMemoryStore()
+	store := memstore.New()
 	searches, err := algorithms.New(store, algorithms.SlidingWindowCounter, algorithms.PerMinute(100))
 	if err != nil {
 		log.Fatal(err)
@@ -111,7 +113,7 @@ func Example_chi() {
 // service by its hash only. Unknown keys and anonymous clients get the
 // limiter given to New.
 func ExampleWithLimiterFunc() {
-	store := algorithms.NewMemoryStore()
+	store := memstore.New()
 	mustNew := func(l algorithms.Limit) algorithms.Limiter {
 		lim, err := algorithms.New(store, algorithms.FixedWindow, l)
 		if err != nil {
@@ -156,11 +158,11 @@ func Example_redis() {
 		Addr:                  "localhost:6379",
 		ContextTimeoutEnabled: true,
 	})
-	shared, err := algorithms.New(algorithms.NewRedisStore(client), algorithms.SlidingWindowCounter, algorithms.PerMinute(600))
+	shared, err := algorithms.New(redisstore.New(client), algorithms.SlidingWindowCounter, algorithms.PerMinute(600))
 	if err != nil {
 		log.Fatal(err)
 	}
-	local, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.SlidingWindowCounter, algorithms.PerMinute(600))
+	local, err := algorithms.New(memstore.New(), algorithms.SlidingWindowCounter, algorithms.PerMinute(600))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -182,7 +184,7 @@ func Example_redis() {
 // the /64 then refuses too. The RateLimit field lists both limits, each
 // under its policy name.
 func Example_iPv6Prefixes() {
-	store := algorithms.NewMemoryStore()
+	store := memstore.New()
 	perClient, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		log.Fatal(err)
@@ -225,7 +227,7 @@ func Example_iPv6Prefixes() {
 // checks the 429 and its Retry-After, and waits it out in no time.
 func Example_manualClock() {
 	clock := algorithms.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
+	store := memstore.New(memstore.WithClock(clock.Now))
 	limiter, err := algorithms.New(store, algorithms.SlidingWindowLog, algorithms.PerMinute(2))
 	if err != nil {
 		log.Fatal(err)

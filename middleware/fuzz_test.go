@@ -14,6 +14,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // FuzzMiddleware sends whatever a client might: any address, forwarding
@@ -25,7 +26,7 @@ func FuzzMiddleware(f *testing.F) {
 	f.Add("[2001:db8::1%eth0]:80", "garbage,,", "key\x00with\xffbytes", "-1")
 	f.Add("", "", strings.Repeat("x", 400), "99999999999999999999")
 
-	store := algorithms.NewMemoryStore()
+	store := memstore.New()
 	lim, err := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(5))
 	if err != nil {
 		f.Fatal(err)

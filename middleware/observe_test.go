@@ -9,6 +9,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // recordingObserver keeps what it hears.
@@ -42,7 +43,7 @@ func (o *recordingObserver) outcomes() []string {
 
 func TestShadow(t *testing.T) {
 	clock := algorithms.NewManualClock(epoch)
-	lim := newLimiter(t, algorithms.NewMemoryStore(algorithms.WithClock(clock.Now)), algorithms.FixedWindow, algorithms.PerMinute(2))
+	lim := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.FixedWindow, algorithms.PerMinute(2))
 	obs := &recordingObserver{}
 	logger, logs := newLogger()
 	next := &okHandler{}
@@ -95,7 +96,7 @@ func TestShadow(t *testing.T) {
 
 func TestObserver(t *testing.T) {
 	clock := algorithms.NewManualClock(epoch)
-	lim := newLimiter(t, algorithms.NewMemoryStore(algorithms.WithClock(clock.Now)), algorithms.TokenBucket, algorithms.PerMinute(1))
+	lim := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.TokenBucket, algorithms.PerMinute(1))
 	obs := &recordingObserver{}
 	h := mustNew(t, lim, WithObserver(obs), WithPolicyName("search"), WithClock(clock.Now))(&okHandler{})
 	from(h, "/", "192.0.2.1:1")

@@ -23,7 +23,7 @@ const DefaultPolicyName = "default"
 
 // FailurePolicy decides what happens to a request when the limiter returns
 // an error. Limiters made by algorithms.New on a Redis store do not return
-// one when Redis fails: their store's algorithms.FailureMode decides.
+// one when Redis fails: their store's redisstore.FailureMode decides.
 type FailurePolicy int
 
 const (

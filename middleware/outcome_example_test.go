@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
 )
 
@@ -14,7 +15,7 @@ import (
 // client. Successful logins cost nothing, yet a burst of slow ones can
 // never run more than three at a time, since each is reserved first.
 func ExampleWithChargeIf() {
-	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(3))
+	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerHour(3))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func ExampleWithChargeIf() {
 // has run: one unit is reserved before, and the handler settles the cost
 // with SetCost.
 func ExampleSetCost() {
-	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerHour(100))
+	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerHour(100))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,19 +11,20 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // Two instances, each its own client of one Redis, 2 requests a minute,
 // charging only server errors: B answers 429 while A's two slow requests
 // hold the quota, and caches that denial; A's requests succeed and are
-// given back, and within algorithms.DenialCacheBound B serves the client
+// given back, and within redisstore.DenialCacheBound B serves the client
 // again instead of answering 429 for the rest of the minute.
 func TestChargeIfRefundReachesOtherInstances(t *testing.T) {
 	addr := redistest.Standalone(t)
 	instance := func(h http.Handler) http.Handler {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { _ = c.Close() })
-		lim := newLimiter(t, algorithms.NewRedisStore(c, algorithms.WithTimeout(time.Second)), algorithms.FixedWindow, algorithms.PerMinute(2))
+		lim := newLimiter(t, redisstore.New(c, redisstore.WithTimeout(time.Second)), algorithms.FixedWindow, algorithms.PerMinute(2))
 		return mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second),
 			WithChargeIf(func(status int) bool { return status >= 500 }))(h)
 	}
@@ -56,7 +57,7 @@ func TestChargeIfRefundReachesOtherInstances(t *testing.T) {
 		if s, _ := strconv.Atoi(rec.Header().Get("Retry-After")); s < 59 {
 			t.Fatalf("B: Retry-After %q, want about 60", rec.Header().Get("Retry-After"))
 		}
-		time.Sleep(algorithms.DenialCacheBound + 50*time.Millisecond)
+		time.Sleep(redisstore.DenialCacheBound + 50*time.Millisecond)
 	}
 	close(release)
 	done.Wait()
@@ -67,7 +68,7 @@ func TestChargeIfRefundReachesOtherInstances(t *testing.T) {
 			t.Logf("B served the client %v after A's refunds", time.Since(refunded))
 			return
 		}
-		if time.Since(refunded) > algorithms.DenialCacheBound {
+		if time.Since(refunded) > redisstore.DenialCacheBound {
 			t.Fatalf("B still answers %d %v after A's refunds", code, time.Since(refunded))
 		}
 		time.Sleep(time.Millisecond)

@@ -17,6 +17,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // redisLimiter returns a limiter on a go-redis client for addr. The client
@@ -26,7 +27,7 @@ func redisLimiter(t testing.TB, addr string, alg algorithms.Algorithm, limits ..
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	return newLimiter(t, algorithms.NewRedisStore(client), alg, limits...)
+	return newLimiter(t, redisstore.New(client), alg, limits...)
 }
 
 func TestRedisExactCount(t *testing.T) {
@@ -63,7 +64,7 @@ func TestRedisDown(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	tests := []struct {
 		name  string
-		mode  algorithms.FailureMode
+		mode  redisstore.FailureMode
 		codes []int // of the requests after Redis stops
 		// headers reports whether the answers carry rate-limit headers: a
 		// local decision does, an uncounted one does not.
@@ -71,9 +72,9 @@ func TestRedisDown(t *testing.T) {
 	}{
 		// The local twin starts from Redis's last answer (2 left of 3),
 		// not from a full quota: 2 more, then denials.
-		{"local by default", algorithms.FailLocal, []int{200, 200, 429, 429, 429}, true},
-		{"fail open", algorithms.FailOpen, []int{200, 200, 200, 200, 200}, false},
-		{"fail closed", algorithms.FailClosed, []int{503, 503, 503, 503, 503}, false},
+		{"local by default", redisstore.FailLocal, []int{200, 200, 429, 429, 429}, true},
+		{"fail open", redisstore.FailOpen, []int{200, 200, 200, 200, 200}, false},
+		{"fail closed", redisstore.FailClosed, []int{503, 503, 503, 503, 503}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +82,7 @@ func TestRedisDown(t *testing.T) {
 			logger, logs := newLogger()
 			client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 			t.Cleanup(func() { _ = client.Close() })
-			store := algorithms.NewRedisStore(client, algorithms.WithFailureMode(tt.mode), algorithms.WithLogger(logger))
+			store := redisstore.New(client, redisstore.WithFailureMode(tt.mode), redisstore.WithLogger(logger))
 			lim := newLimiter(t, store, algorithms.TokenBucket, algorithms.PerMinute(3))
 			h := mustNew(t, lim, WithTimeout(timeout), WithLogger(logger))(&okHandler{})
 
@@ -142,17 +143,17 @@ func TestRedisHung(t *testing.T) {
 
 	const timeout = 100 * time.Millisecond
 	for _, tt := range []struct {
-		mode algorithms.FailureMode
+		mode redisstore.FailureMode
 		want int
 	}{
-		{algorithms.FailLocal, http.StatusOK},
-		{algorithms.FailOpen, http.StatusOK},
-		{algorithms.FailClosed, http.StatusServiceUnavailable},
+		{redisstore.FailLocal, http.StatusOK},
+		{redisstore.FailOpen, http.StatusOK},
+		{redisstore.FailClosed, http.StatusServiceUnavailable},
 	} {
 		logger, _ := newLogger()
 		client := redis.NewClient(&redis.Options{Addr: ln.Addr().String()})
 		t.Cleanup(func() { _ = client.Close() })
-		store := algorithms.NewRedisStore(client, algorithms.WithFailureMode(tt.mode), algorithms.WithLogger(logger))
+		store := redisstore.New(client, redisstore.WithFailureMode(tt.mode), redisstore.WithLogger(logger))
 		lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(10))
 		h := mustNew(t, lim, WithTimeout(timeout), WithLogger(logger))(&okHandler{})
 		start := time.Now()
@@ -174,7 +175,7 @@ func TestRedisAPIKeyNeverStored(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	var hs []http.Handler
 	for _, alg := range algorithms.Algorithms {
-		lim := newLimiter(t, algorithms.NewRedisStore(client, algorithms.WithLogger(logger)), alg, algorithms.PerMinute(3))
+		lim := newLimiter(t, redisstore.New(client, redisstore.WithLogger(logger)), alg, algorithms.PerMinute(3))
 		hs = append(hs, mustNew(t, lim, WithKeyFunc(keyfunc.APIKey("X-API-Key")), WithLogger(logger))(&okHandler{}))
 	}
 	var responses []string

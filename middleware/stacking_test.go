@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // Stacked limiters each add their policy to the IETF fields rather than
 // replacing what an outer one set, and no response's fields leak into
 // another's.
 func TestStackedLimitersListEveryPolicy(t *testing.T) {
-	store := algorithms.NewMemoryStore()
+	store := memstore.New()
 	inner := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2), algorithms.PerHour(10)), WithPolicyName("client"))
 	outer := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)), WithPolicyName("network"))
 	both := outer(inner(&okHandler{}))

@@ -10,11 +10,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/otelmetrics"
 )
 
-// Metrics observe a middleware (and, with algorithms.WithObserver, a Redis
+// Metrics observe a middleware (and, with redisstore.WithObserver, a Redis
 // store). An application would pass its own MeterProvider, or
 // otel.GetMeterProvider(), with a periodic reader and an exporter; here a
 // manual reader shows what was recorded.
@@ -27,7 +28,7 @@ func ExampleNew() {
 		panic(err)
 	}
 
-	limiter, err := algorithms.New(algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(2))
+	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		panic(err)
 	}

@@ -2,10 +2,10 @@
 // as OpenTelemetry metrics, for services that export with OpenTelemetry
 // rather than the Prometheus client (package metrics is the Prometheus
 // twin; both report the same events). One *Metrics serves as both a
-// middleware.Observer and an algorithms.Observer:
+// middleware.Observer and an redisstore.Observer:
 //
 //	m, err := otelmetrics.New(otel.GetMeterProvider())
-//	store := algorithms.NewRedisStore(client, algorithms.WithObserver(m))
+//	store := redisstore.New(client, redisstore.WithObserver(m))
 //	mw := middleware.New(limiter, middleware.WithObserver(m), middleware.WithPolicyName("search"))
 //
 // The package uses only the OpenTelemetry metric API; the application
@@ -44,6 +44,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // ScopeName is the instrumentation scope of the Meter the instruments are
@@ -60,7 +61,7 @@ const (
 	ResultKey = attribute.Key("redlimit.result")
 	// StoreKey: the store that decided: memory, redis or custom.
 	StoreKey = attribute.Key("redlimit.store")
-	// ErrorTypeKey: the kind of a failed script call (algorithms.ErrorKind),
+	// ErrorTypeKey: the kind of a failed script call (redisstore.ErrorKind),
 	// under the semantic conventions' general error attribute.
 	ErrorTypeKey = attribute.Key("error.type")
 )
@@ -77,7 +78,7 @@ var DurationBounds = []float64{
 }
 
 // Metrics holds redlimit's instruments. It implements middleware.Observer
-// and algorithms.Observer; its methods are safe for concurrent use.
+// and redisstore.Observer; its methods are safe for concurrent use.
 type Metrics struct {
 	requests    metric.Int64Counter
 	duration    metric.Float64Histogram
@@ -93,7 +94,7 @@ type Metrics struct {
 
 var (
 	_ middleware.Observer = (*Metrics)(nil)
-	_ algorithms.Observer = (*Metrics)(nil)
+	_ redisstore.Observer = (*Metrics)(nil)
 )
 
 // New creates the instruments on a Meter of mp named ScopeName. It fails
@@ -142,7 +143,7 @@ func (m *Metrics) Decision(d middleware.Decision) {
 	}
 }
 
-// BreakerChanged implements middleware.Observer and algorithms.Observer.
+// BreakerChanged implements middleware.Observer and redisstore.Observer.
 func (m *Metrics) BreakerChanged(policy string, open bool) {
 	var v int64
 	if open {
@@ -151,8 +152,8 @@ func (m *Metrics) BreakerChanged(policy string, open bool) {
 	m.breakerOpen.Record(context.Background(), v, m.recordOptions(attrKey{breakerAttrs, policy, ""})...)
 }
 
-// StoreError implements algorithms.Observer.
-func (m *Metrics) StoreError(kind algorithms.ErrorKind) {
+// StoreError implements redisstore.Observer.
+func (m *Metrics) StoreError(kind redisstore.ErrorKind) {
 	m.storeErrors.Add(context.Background(), 1, m.addOptions(attrKey{storeErrorAttrs, string(kind), ""})...)
 }
 

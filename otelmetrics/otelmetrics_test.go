@@ -20,8 +20,10 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/otelmetrics"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // The Prometheus twin's scripted sequence (metrics.TestScrape) through the
@@ -32,7 +34,7 @@ func TestCollect(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
-	mem := algorithms.NewMemoryStore(algorithms.WithClock(clock.Now))
+	mem := memstore.New(memstore.WithClock(clock.Now))
 
 	// search: 2 allowed, 1 denied, 1 key error (an unknown API key).
 	search := mustMiddleware(t, mustNew(t, mem, algorithms.FixedWindow, algorithms.PerMinute(2)),
@@ -58,7 +60,7 @@ func TestCollect(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer client.Close()
-	store := algorithms.NewRedisStore(client, algorithms.WithObserver(m), algorithms.WithLogger(quiet), algorithms.WithPrefix("api"))
+	store := redisstore.New(client, redisstore.WithObserver(m), redisstore.WithLogger(quiet), redisstore.WithPrefix("api"))
 	api := mustMiddleware(t, mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)),
 		middleware.WithObserver(m), middleware.WithPolicyName("api"))(ok)
 	send(api, "192.0.2.3:1")
@@ -137,7 +139,7 @@ func diffMaps[V comparable](got, want map[string]V) []string {
 func TestSkipped(t *testing.T) {
 	m, reader := newMetrics(t)
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	h := mustMiddleware(t, mustNew(t, algorithms.NewMemoryStore(), algorithms.FixedWindow, algorithms.PerMinute(5)),
+	h := mustMiddleware(t, mustNew(t, memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(5)),
 		middleware.WithObserver(m), middleware.WithPolicyName("api"),
 		middleware.WithSkip(func(r *http.Request) bool { return r.RemoteAddr == "192.0.2.9:1" }))(ok)
 	for range 4 {
@@ -196,7 +198,7 @@ func TestConcurrent(t *testing.T) {
 			for i := range each {
 				m.Decision(middleware.Decision{Policy: policies[(g+i)%3], Outcome: middleware.OutcomeAllowed,
 					Store: "memory", Duration: time.Microsecond})
-				m.StoreError(algorithms.ErrorTimeout)
+				m.StoreError(redisstore.ErrorTimeout)
 			}
 		})
 	}

@@ -34,6 +34,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // limit is the limit every picture shows.
@@ -134,7 +135,7 @@ func drawAll(out, bench string, stdout, stderr io.Writer) error {
 func simulate(p traffic, alg algorithms.Algorithm) (plotter.XYs, error) {
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := algorithms.NewManualClock(start)
-	lim, err := algorithms.New(algorithms.NewMemoryStore(algorithms.WithClock(clock.Now)), alg, limit)
+	lim, err := algorithms.New(memstore.New(memstore.WithClock(clock.Now)), alg, limit)
 	if err != nil {
 		return nil, err
 	}

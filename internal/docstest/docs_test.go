@@ -45,8 +45,10 @@ var fragmentImports = []string{
 	"github.com/redlimit/redlimit/config",
 	"github.com/redlimit/redlimit/httpratecounter",
 	"github.com/redlimit/redlimit/keyfunc",
+	"github.com/redlimit/redlimit/memstore",
 	"github.com/redlimit/redlimit/metrics",
 	"github.com/redlimit/redlimit/middleware",
+	"github.com/redlimit/redlimit/redisstore",
 }
 
 // block is one fenced code block of a Markdown file.

@@ -13,6 +13,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 const (
@@ -65,7 +66,7 @@ func floodEachClient(t *testing.T, timeout time.Duration, check func(t *testing.
 	for _, k := range clientKinds {
 		t.Run(k.name, func(t *testing.T) {
 			lim := &deciders{Limiter: newLimiter(t, newClient(t, k, srv.Addr), floodRate,
-				algorithms.WithPrefix(k.name), algorithms.WithTimeout(timeout))}
+				redisstore.WithPrefix(k.name), redisstore.WithTimeout(timeout))}
 			check(t, flood(t, lim), lim)
 		})
 	}

@@ -11,12 +11,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // deadline is the Redis store's default decision deadline, and slack what
 // a decision may take beyond it.
 const (
-	deadline = algorithms.DefaultTimeout
+	deadline = redisstore.DefaultTimeout
 	slack    = 50 * time.Millisecond
 )
 
@@ -50,9 +51,9 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // newLimiter returns a fixed-window limiter of rate a minute on client:
 // no window rolls over within a test.
-func newLimiter(t *testing.T, client redis.UniversalClient, rate int, opts ...algorithms.StoreOption) algorithms.Limiter {
+func newLimiter(t *testing.T, client redis.UniversalClient, rate int, opts ...redisstore.Option) algorithms.Limiter {
 	t.Helper()
-	store := algorithms.NewRedisStore(client, append([]algorithms.StoreOption{algorithms.WithLogger(quiet)}, opts...)...)
+	store := redisstore.New(client, append([]redisstore.Option{redisstore.WithLogger(quiet)}, opts...)...)
 	l, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(rate))
 	if err != nil {
 		t.Fatal(err)

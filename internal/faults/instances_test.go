@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // Three instances (separate clients, WithInstances(3)) share 100 an hour
@@ -59,8 +60,8 @@ func TestChargesAcrossInstances(t *testing.T) {
 				admin := newClient(t, clientKinds[1], srv.Addr)
 				var ls []algorithms.Limiter
 				for range instances {
-					store := algorithms.NewRedisStore(newClient(t, clientKinds[0], srv.Addr),
-						algorithms.WithLogger(quiet), algorithms.WithInstances(instances))
+					store := redisstore.New(newClient(t, clientKinds[0], srv.Addr),
+						redisstore.WithLogger(quiet), redisstore.WithInstances(instances))
 					l, err := algorithms.New(store, alg, algorithms.Limit{Rate: rate, Period: time.Hour})
 					if err != nil {
 						t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // exhaust spends key's quota of rate in Redis, and one more request, so
@@ -102,16 +103,16 @@ func TestScriptFlush(t *testing.T) {
 func TestOutOfMemory(t *testing.T) {
 	const rate = 5
 	for _, k := range clientKinds {
-		for _, cache := range []int{algorithms.DefaultDenialCacheSize, 0} {
+		for _, cache := range []int{redisstore.DefaultDenialCacheSize, 0} {
 			t.Run(fmt.Sprintf("%s, denial cache %d", k.name, cache), func(t *testing.T) {
-				testOutOfMemory(t, k, rate, algorithms.WithDenialCache(cache))
+				testOutOfMemory(t, k, rate, redisstore.WithDenialCache(cache))
 			})
 		}
 	}
 }
 
 // testOutOfMemory is TestOutOfMemory with one client and store options.
-func testOutOfMemory(t *testing.T, k clientKind, rate int, opts ...algorithms.StoreOption) {
+func testOutOfMemory(t *testing.T, k clientKind, rate int, opts ...redisstore.Option) {
 	srv := redistest.StartServer(t)
 	admin := newClient(t, clientKinds[1], srv.Addr)
 	l := newLimiter(t, newClient(t, k, srv.Addr), rate, opts...)

@@ -28,6 +28,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/bench/internal/redisproc"
 	"github.com/redlimit/redlimit/bench/internal/subjects"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // config is the command line.
@@ -209,7 +210,7 @@ func run(cfg config, out io.Writer) error {
 	if cfg.sections["denied"] {
 		sectionStart := time.Now()
 		denied := append(filter(cfg.only, subjects.All())[1:],
-			subjects.RedlimitRedisSubject(algorithms.SlidingWindowCounter, "denial cache off", algorithms.WithDenialCache(0)))
+			subjects.RedlimitRedisSubject(algorithms.SlidingWindowCounter, "denial cache off", redisstore.WithDenialCache(0)))
 		denv := env
 		denv.Rate, denv.Period = 1, time.Hour
 		t, rs, notes, err := r.compareTable(ctx, "denied", denied, denv, []int{ref}, 2, 429)

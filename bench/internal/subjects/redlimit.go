@@ -8,7 +8,9 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // RedlimitMemory returns redlimit's middleware on the memory store, one
@@ -16,7 +18,7 @@ import (
 func RedlimitMemory() []Subject {
 	out := make([]Subject, 0, len(algorithms.Algorithms))
 	for _, alg := range algorithms.Algorithms {
-		out = append(out, RedlimitSubject(alg, algorithms.NewMemoryStore, ""))
+		out = append(out, RedlimitSubject(alg, func() algorithms.Store { return memstore.New() }, ""))
 	}
 	return out
 }
@@ -34,14 +36,14 @@ func RedlimitRedis() []Subject {
 // RedlimitRedisSubject is redlimit's middleware on the Redis store with
 // alg and the given store options; variant, if not empty, is added to the
 // row's name.
-func RedlimitRedisSubject(alg algorithms.Algorithm, variant string, opts ...algorithms.StoreOption) Subject {
+func RedlimitRedisSubject(alg algorithms.Algorithm, variant string, opts ...redisstore.Option) Subject {
 	name := "redlimit, redis, " + string(alg)
 	if variant != "" {
 		name += ", " + variant
 	}
 	return Subject{Name: name, Kind: Redis, Build: func(env Env, next http.Handler) (*Instance, error) {
 		client := newClient(env)
-		inst, err := buildRedlimit(env, next, alg, algorithms.NewRedisStore(client, opts...))
+		inst, err := buildRedlimit(env, next, alg, redisstore.New(client, opts...))
 		if err != nil {
 			_ = client.Close()
 			return nil, err
@@ -53,7 +55,7 @@ func RedlimitRedisSubject(alg algorithms.Algorithm, variant string, opts ...algo
 
 // RedlimitSubject is redlimit's middleware on a store that newStore makes
 // with no arguments (the memory store); variant as in RedlimitRedisSubject.
-func RedlimitSubject(alg algorithms.Algorithm, newStore func(...algorithms.StoreOption) algorithms.Store, variant string) Subject {
+func RedlimitSubject(alg algorithms.Algorithm, newStore func() algorithms.Store, variant string) Subject {
 	name := "redlimit, memory, " + string(alg)
 	if variant != "" {
 		name += ", " + variant

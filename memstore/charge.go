@@ -1,0 +1,50 @@
+package memstore
+
+import (
+	"context"
+	"hash/maphash"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/ratemath"
+)
+
+// Charge implements RateLimiter, under the shard's lock.
+func (l *memoryLimiter) Charge(_ context.Context, key string, cost int) (algorithms.Result, error) {
+	c, err := ratemath.ChargeArgs(l.alg, l.limits, key, cost)
+	if err != nil {
+		return algorithms.Result{}, err
+	}
+	return l.charge(key, c), nil
+}
+
+// charge takes up to c units for key under each limit, as the scripts'
+// charge does: what a peek of cost 0 finds left, when that is less.
+func (l *memoryLimiter) charge(key string, c int64) algorithms.Result {
+	s := l.store
+	h := maphash.String(s.seed, key)
+	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.cfg.clock().UnixMicro()
+	sh.housekeep(now, s.cfg.sweep.Microseconds())
+	b := ratemath.NewBinding()
+	for i, spec := range l.specs {
+		// Looked up after the previous limit's insert, which may move
+		// entries.
+		e, j := sh.lookup(spec, key, tag)
+		p := l.params[i]
+		v := e.Decide(l.alg, now, p, 0, 0)
+		switch take := min(c, v.Remaining); {
+		case v.OK && take > 0 && j >= 0:
+			e.Commit(l.alg, now, p, take)
+			sh.table(spec).store(j, &e)
+		case v.OK && take > 0:
+			e.Commit(l.alg, now, p, take)
+			sh.insert(s.seed, spec, l.alg, p, key, tag, &e, now, s.shardCap)
+		case j >= 0 && e.Fixed:
+			sh.table(spec).store(j, &e)
+		}
+		b.Add(i, e.Decide(l.alg, now, p, 0, 0))
+	}
+	return b.Result(l.alg, l.limits)
+}

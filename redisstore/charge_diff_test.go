@@ -1,0 +1,124 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/ratemath"
+)
+
+// Random sequences of requests, reservations, refunds and charges on the
+// memory store and on the scripts (in miniredis): every Result must be
+// identical, and with one limit a charge leaves exactly what was left
+// before it less its cost, or nothing when that is less.
+func TestDifferentialCharges(t *testing.T) {
+	for _, alg := range algorithms.Algorithms {
+		for li, limits := range differentialLimits {
+			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
+				t.Parallel()
+				runChargeDifferential(t, alg, limits, uint64(li)+300, false)
+			})
+		}
+	}
+}
+
+// The same with a server clock that steps back and forth: the corrections
+// a charge makes agree too.
+func TestDifferentialChargesClockSteps(t *testing.T) {
+	for _, alg := range algorithms.Algorithms {
+		for li, limits := range differentialLimits[:5] {
+			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
+				t.Parallel()
+				runChargeDifferential(t, alg, limits, uint64(li)+400, true)
+			})
+		}
+	}
+}
+
+func runChargeDifferential(t *testing.T, alg algorithms.Algorithm, limits []algorithms.Limit, seed uint64, clockSteps bool) {
+	p := newDiffPair(t, alg, limits, clockSteps, sweepFor(clockSteps))
+	mem, red, advance, maxCost := p.mem, p.red, p.advance, p.maxCost
+	ctx := context.Background()
+	agree := func(step int, what string, a, b algorithms.Result, errA, errB error) algorithms.Result {
+		t.Helper()
+		if errA != nil || errB != nil {
+			t.Fatalf("step %d %s: errors memory %v, redis %v", step, what, errA, errB)
+		}
+		if a != b {
+			t.Fatalf("step %d %s: stores disagree\n memory %+v\n redis  %+v", step, what, a, b)
+		}
+		if a.Remaining < 0 || a.Remaining > a.Limit {
+			t.Fatalf("step %d %s: Remaining %d outside [0, %d]", step, what, a.Remaining, a.Limit)
+		}
+		return a
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(len(alg))))
+	keys := []string{"x", "y"}
+	for step := range 400 {
+		switch r := rng.IntN(10); {
+		case r < 4:
+			advance(time.Duration(rng.Int64N(int64(limits[0].Period/3))) / time.Microsecond * time.Microsecond)
+		case r < 6 && clockSteps:
+			advance(-time.Duration(rng.Int64N(int64(limits[0].Period/4))) / time.Microsecond * time.Microsecond)
+		}
+		key := keys[rng.IntN(len(keys))]
+		cost := 1 + rng.IntN(maxCost)
+		switch r := rng.IntN(8); {
+		case r < 3:
+			// A charge, often above what is left, sometimes above the quota.
+			if rng.IntN(3) == 0 {
+				cost = 1 + rng.IntN(3*maxCost)
+			}
+			// Not always a peek first: it would store the corrections a
+			// clock that stepped back calls for before the charge does.
+			peeked := len(limits) == 1 && rng.IntN(2) == 0
+			var before algorithms.Result
+			if peeked {
+				before = agree(step, "peek", peek(ctx, t, mem, key), peek(ctx, t, red, key), nil, nil)
+			}
+			a, errA := mem.Charge(ctx, key, cost)
+			b, errB := red.Charge(ctx, key, cost)
+			after := agree(step, "charge", a, b, errA, errB)
+			if peeked && after.Remaining != max(leftOf(before)-cost, 0) {
+				t.Fatalf("step %d: charge of %d left %d, with %d left before it (%+v)",
+					step, cost, after.Remaining, leftOf(before), before)
+			}
+		case r < 4:
+			a, errA := mem.Refund(ctx, key, cost, 0)
+			b, errB := red.Refund(ctx, key, cost, 0)
+			agree(step, "refund", a, b, errA, errB)
+		case r < 5 && ratemath.Reserves(alg):
+			// A reservation may leave a debt or a backlog past the
+			// capacity, from which a charge takes nothing.
+			maxDelay := time.Duration(rng.Int64N(int64(limits[0].Period))) / time.Microsecond * time.Microsecond
+			a, errA := mem.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
+			b, errB := red.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
+			agree(step, "reserve", a, b, errA, errB)
+		default:
+			a, errA := mem.Allow(ctx, key, cost)
+			b, errB := red.Allow(ctx, key, cost)
+			agree(step, "allow", a, b, errA, errB)
+		}
+	}
+}
+
+// peek is l's Peek, which must not fail.
+func peek(ctx context.Context, t *testing.T, l algorithms.RateLimiter, key string) algorithms.Result {
+	t.Helper()
+	r, err := l.Peek(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// leftOf is what a Peek (a request of cost 1) found left before it.
+func leftOf(p algorithms.Result) int {
+	if p.Allowed {
+		return p.Remaining + 1
+	}
+	return p.Remaining
+}

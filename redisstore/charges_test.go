@@ -1,0 +1,265 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// Requests admitted locally because their turn in Redis had not come by
+// their deadline are charged in Redis when it comes: across a pause, one
+// key's flood gets exactly the limit, not the limit twice (once from the
+// local twin, once from Redis). Also with a waiting line as long as the
+// flood: a charge takes over the place its request's waiter held, so a
+// full line does not lose it.
+func TestLocalAdmissionsAreCharged(t *testing.T) {
+	const rate, flood = 10, 50
+	for _, tt := range []struct {
+		name string
+		opts []Option
+	}{
+		{"default", nil},
+		{"line full", []Option{WithMaxWaiting(flood)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, admin := clientAndAdmin(t)
+			ctx := context.Background()
+			l, err := algorithms.New(New(c, append([]Option{WithLogger(quietLogger())}, tt.opts...)...), algorithms.FixedWindow, algorithms.PerMinute(rate))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Allow(ctx, "warm", 1); err != nil { // dial and load the script first
+				t.Fatal(err)
+			}
+			if err := admin.Do(ctx, "CLIENT", "PAUSE", "300", "ALL").Err(); err != nil {
+				t.Fatal(err)
+			}
+			var allowed atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{}) // all at once, so the line fills
+			for range flood {
+				wg.Go(func() {
+					<-start
+					r, err := l.Allow(ctx, "flood", 1)
+					if err != nil {
+						t.Error(err)
+					}
+					if r.Allowed {
+						allowed.Add(1)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			time.Sleep(400 * time.Millisecond) // the pause ends; the charges are sent
+			for range 20 {
+				r, err := l.Allow(ctx, "flood", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Allowed {
+					allowed.Add(1)
+				}
+			}
+			if n := allowed.Load(); n != rate {
+				t.Fatalf("%d admitted across the pause, want exactly %d", n, rate)
+			}
+			// One state (beside the brief records of the calls' replies).
+			if n, err := admin.Keys(ctx, "*flood}:fw:*").Result(); err != nil || len(n) != 1 {
+				t.Fatalf("keys %v %v", n, err)
+			}
+		})
+	}
+}
+
+// clientAndAdmin starts a real server and returns a client that never
+// resends a command and one for the test's own commands, both closed when
+// the test ends.
+func clientAndAdmin(t *testing.T) (client, admin *redis.Client) {
+	addr := redistest.Standalone(t)
+	client = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	admin = redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = client.Close(); _ = admin.Close() })
+	return client, admin
+}
+
+// quietLogger discards the store's logs, for tests whose failures are
+// intended.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// A local admission adds its cost to its key's owed charge, one number
+// however many requests; a refused request adds nothing; the key's next
+// take carries the charge with the waiters, in the same lock; a charge
+// whose call failed stays owed under the same call id, and new admissions
+// wait beside it; a full table refuses a key it has no room for.
+func TestChargeLine(t *testing.T) {
+	b := newBatcher(1, 100, 256, 64)
+	b.retrying = true // no retrier: this test sends nothing
+	b.maxOwed = 2
+	l := &redisLimiter{alg: algorithms.FixedWindow, limits: []algorithms.Limit{algorithms.PerMinute(10)}, guard: &guard{ids: newCallIDs(), batcher: b}}
+	deadline := time.Now().Add(time.Minute)
+	var line []*waiter
+	for i := range 100 {
+		w := newWaiter(1+i%3, deadline, false)
+		if _, ok := b.submit(l, "k", w); !ok {
+			t.Fatal("submit refused")
+		}
+		line = append(line, w)
+	}
+	admit := func() (algorithms.Result, error) {
+		return algorithms.Result{Allowed: true, Decider: algorithms.DecidedLocally}, nil
+	}
+	refuse := func() (algorithms.Result, error) { return algorithms.Result{Decider: algorithms.DecidedLocally}, nil }
+	charge := func(key string, cost int, decide func() (algorithms.Result, error)) algorithms.Result {
+		t.Helper()
+		res, err := b.decideAndCharge(l, key, cost, 0, decide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	charge("k", 7, admit)
+	charge("k", 8, refuse) // refused: no charge
+	charge("k", 5, admit)
+	if o := b.owed[queueKey{l, "k"}]; o == nil || o.cost != 12 || len(b.queues[queueKey{l, "k"}].waiters) != 100 {
+		t.Fatalf("owed %+v; want 12 and the line untouched", o)
+	}
+	q := b.queues[queueKey{l, "k"}]
+	sent, taken := b.take(q, time.Now(), 10, true)
+	if len(sent) != 10 || taken.cost != 12 || taken.id == 0 {
+		t.Fatalf("sent %d, charge %+v; want 10 waiters and the charge of 12", len(sent), taken)
+	}
+	for i, w := range sent {
+		if w != line[i] {
+			t.Fatalf("sent[%d] is not the line's waiter %d: the line must follow in arrival order", i, i)
+		}
+	}
+	if _, again := b.take(q, time.Now(), 10, true); again.cost != 0 {
+		t.Fatalf("a charge in flight was taken twice: %+v", again)
+	}
+	charge("k", 3, admit) // owed beside the charge in flight
+	failed := []*scriptCall{{}}
+	if b.settleCharges([]chargeTaken{taken}, failed) {
+		t.Fatal("a call that did not run reported counted")
+	}
+	_, retry := b.take(q, time.Now(), 10, true)
+	if retry.id != taken.id || retry.cost != 12 {
+		t.Fatalf("retry %+v; want the same id %d and cost 12, the new 3 kept apart", retry, taken.id)
+	}
+	// The table holds two keys: a third key is refused, unasked.
+	charge("j", 1, admit)
+	asked := false
+	res := charge("i", 1, func() (algorithms.Result, error) { asked = true; return admit() })
+	if asked || res.Allowed {
+		t.Fatalf("a key with no room in a full table: asked %v, %+v; want a refusal", asked, res)
+	}
+	if b.waiting != 100-30 { // three takes of ten
+		t.Fatalf("waiting %d, want %d", b.waiting, 70)
+	}
+}
+
+// A request the local twin refuses is never counted in Redis: with the
+// twin full and Redis empty, requests whose deadline is too close for a
+// round trip are refused locally, and Redis's count stays at nothing.
+func TestRefusedLocallyIsNotCharged(t *testing.T) {
+	c, admin := clientAndAdmin(t)
+	ctx := context.Background()
+	const rate = 5
+	rl, err := algorithms.New(New(c, WithLogger(quietLogger())), algorithms.FixedWindow, algorithms.PerMinute(rate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rl.(*redisLimiter)
+	if _, err := l.Allow(ctx, "warm", 1); err != nil { // dial and load the script first
+		t.Fatal(err)
+	}
+	for range rate { // the twin only: Redis still has all of it
+		if r, err := l.twin.Allow(ctx, "k", 1); err != nil || !r.Allowed {
+			t.Fatalf("twin: %+v %v", r, err)
+		}
+	}
+	for range 20 {
+		dctx, cancel := context.WithTimeout(ctx, minRoundTrip/2) // dropped unsent
+		r, err := l.Allow(dctx, "k", 1)
+		cancel()
+		if err != nil || r.Allowed || r.Decider != algorithms.DecidedLocally {
+			t.Fatalf("got %+v %v; want a local refusal", r, err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // any charge would have been sent by now
+	keys, err := admin.Keys(ctx, "*k}:fw:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 0 {
+		v, _ := admin.Get(ctx, keys[0]).Result()
+		t.Fatalf("Redis counted refused requests: %s = %q", keys[0], v)
+	}
+}
+
+// A decision whose deadline passed while it waited in this process for a
+// connection is logged as such, not as too many decisions waiting.
+func TestQueuedPastDeadlineIsLoggedAsSuch(t *testing.T) {
+	c, admin := clientAndAdmin(t)
+	ctx := context.Background()
+	var logs syncBuffer
+	l, err := algorithms.New(New(c, WithMaxInFlight(1), WithTimeout(100*time.Millisecond),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))), algorithms.FixedWindow, algorithms.PerMinute(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Allow(ctx, "warm", 1); err != nil { // dial and load the script first
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "400", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The one call in flight: its caller leaves (a canceled context logs
+	// nothing), its call stays stuck in the pause.
+	first, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = l.Allow(first, "a", 1)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	time.AfterFunc(30*time.Millisecond, cancel) // the first leaves before its deadline
+	res, err := l.Allow(ctx, "b", 1)            // waits in line past its deadline
+	<-done
+	if err != nil || res.Decider != algorithms.DecidedLocally {
+		t.Fatalf("got %+v %v; want a local decision", res, err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "deadline passed before a connection was free") || strings.Contains(out, "too many decisions waiting") {
+		t.Fatalf("log %q; want the deadline named, not a full line", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

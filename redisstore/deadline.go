@@ -1,0 +1,106 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// deadlineWheel hands out channels that close when a deadline passes,
+// rounded up to the next millisecond, one channel for every deadline in
+// that millisecond: one timer for all of a store's waiting decisions and
+// calls, instead of a timer (and its allocations) for each. Deadlines are
+// durations from now on the monotonic clock, so a step of the wall clock
+// moves none of them.
+type deadlineWheel struct {
+	start time.Time // the wheel's epoch: ticks are milliseconds since it
+
+	mu      sync.Mutex
+	buckets map[int64]chan struct{} // tick → channel closed at it
+	timer   *time.Timer
+	next    int64 // tick the timer is armed for, 0 when none
+}
+
+func newDeadlineWheel() *deadlineWheel {
+	return &deadlineWheel{start: time.Now(), buckets: map[int64]chan struct{}{}}
+}
+
+// after returns a channel closed once d has passed (within a millisecond
+// more).
+func (w *deadlineWheel) after(d time.Duration) <-chan struct{} {
+	tick := int64((time.Since(w.start)+max(d, 0))/time.Millisecond) + 1
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := w.buckets[tick]
+	if ch == nil {
+		ch = make(chan struct{})
+		w.buckets[tick] = ch
+		if w.next == 0 || tick < w.next {
+			w.arm(tick)
+		}
+	}
+	return ch
+}
+
+// arm sets the timer for tick. w.mu is held.
+func (w *deadlineWheel) arm(tick int64) {
+	w.next = tick
+	d := time.Until(w.start.Add(time.Duration(tick) * time.Millisecond))
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, w.fire)
+	} else {
+		w.timer.Reset(d)
+	}
+}
+
+// fire closes the channels whose tick has come and arms the timer for the
+// earliest left.
+func (w *deadlineWheel) fire() {
+	now := int64(time.Since(w.start) / time.Millisecond)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.next = 0
+	var earliest int64
+	for tick, ch := range w.buckets {
+		if tick <= now {
+			close(ch)
+			delete(w.buckets, tick)
+		} else if earliest == 0 || tick < earliest {
+			earliest = tick
+		}
+	}
+	if earliest != 0 {
+		w.arm(earliest)
+	}
+}
+
+// wheelContext is a context without values or cancellation that ends at a
+// deadline kept by a deadlineWheel: what a script call runs under.
+type wheelContext struct {
+	context.Context // Background: no values
+	deadline        time.Time
+	done            <-chan struct{}
+}
+
+// contextFor returns a context that ends d from now. Its Deadline is on
+// the wall clock, as a client that bounds I/O by it needs, whatever clock
+// the store keeps.
+func (w *deadlineWheel) contextFor(d time.Duration) *wheelContext {
+	return &wheelContext{Context: context.Background(), deadline: time.Now().Add(d), done: w.after(d)}
+}
+
+// Deadline implements context.Context.
+func (c *wheelContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Done implements context.Context.
+func (c *wheelContext) Done() <-chan struct{} { return c.done }
+
+// Err implements context.Context.
+func (c *wheelContext) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}

@@ -1,0 +1,85 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/ratemath"
+	"github.com/redlimit/redlimit/lua"
+)
+
+var resetScript = redis.NewScript(lua.Reset)
+
+// Peek implements RateLimiter. On Redis it runs within the store's timeout
+// (or the context's sooner deadline) whatever the client's settings, and
+// returns Redis's error, wrapped, when Redis cannot answer: an operator's
+// question has no local stand-in.
+func (l *redisLimiter) Peek(ctx context.Context, key string) (algorithms.Result, error) {
+	if err := ratemath.CheckRequest(l.alg, l.limits, key, 1); err != nil {
+		return algorithms.Result{}, err
+	}
+	var res []algorithms.Result
+	err := l.within(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = l.run(ctx, key, "p1", 1, false)
+		return err
+	})
+	if err != nil {
+		return algorithms.Result{}, err
+	}
+	return res[0], nil
+}
+
+// Reset implements RateLimiter: one script call that deletes the key's state
+// under every limit (one slot on Cluster: the keys share the hash tag) and
+// announces it, so that every store on the same Redis and prefix forgets
+// its cached denials of the key (see DenialCacheBound); and the store's
+// local memory of the key (its cached denials, its local twin's state).
+func (l *redisLimiter) Reset(ctx context.Context, key string) error {
+	if err := ratemath.CheckRequest(l.alg, l.limits, key, 1); err != nil {
+		return err
+	}
+	keys := make([]string, len(l.limits))
+	l.keysOf(key, keys, 0)
+	digest := digestOf(key)
+	err := l.within(ctx, func(ctx context.Context) error {
+		return resetScript.Run(ctx, l.client, keys, l.channel, hex.EncodeToString(digest[:])).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("redisstore: reset: %w", err)
+	}
+	l.guard.denials.forget(key)
+	l.guard.said.forget(l, key)
+	l.guard.batcher.forgetCharge(l, key)
+	return l.twin.Reset(ctx, key)
+}
+
+// within runs f with the store's deadline, returning when it passes even if
+// the client would wait longer (f then goes on in the background).
+func (l *redisLimiter) within(ctx context.Context, f func(context.Context) error) error {
+	return within(ctx, l.guard.timeout, f)
+}
+
+// within runs f with a deadline of timeout (or ctx's, if sooner), returning
+// when it passes even if f would wait longer (f then goes on in the
+// background).
+func within(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
+	if ctx == nil {
+		ctx = context.Background() // a caller's slip, not worth a panic
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("redisstore: %w", context.Cause(ctx))
+	}
+}

@@ -1,0 +1,316 @@
+package redisstore
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// batcher queues the Redis store's decisions per limiter and key, and runs
+// at most maxActive flushers, each sending one script call at a time. While a
+// key's call is in flight its new requests wait, and the next call decides
+// them together (up to maxBatch) in arrival order: a flood of one key costs
+// Redis one call per round trip, however many requests it holds. A store
+// that is idle sends at once: nothing waits for a batch to fill.
+type batcher struct {
+	maxActive, maxWaiting, maxBatch int
+	maxKeys                         int // keys flushed in one pipeline
+
+	mu      sync.Mutex
+	queues  map[queueKey]*keyQueue
+	ready   []*keyQueue // keys with waiters and no flusher, oldest first
+	free    []*keyQueue // queues of keys flushed empty, for reuse
+	active  int         // flushers running
+	waiting int         // waiters queued, all keys
+
+	// The charge line (see redis_charges.go): what each key owes Redis
+	// for requests admitted locally, at most maxOwed keys.
+	owed     map[queueKey]*owedCharge
+	maxOwed  int
+	retrying bool // the charge retrier runs
+
+	// The gate after a fault (see redis_gate.go): keys whose Redis
+	// admissions the twin must confirm, until when (zero: while owed).
+	gates map[queueKey]time.Time
+	gated atomic.Int32 // len(gates), read without the lock
+
+	clock func() time.Time // the store's
+}
+
+type queueKey struct {
+	l   *redisLimiter
+	key string
+}
+
+// keyQueue holds one key's waiters. scheduled is set while the key is in
+// ready or being flushed, so that one key has at most one call in flight.
+type keyQueue struct {
+	id        queueKey
+	waiters   []*waiter
+	scheduled bool
+}
+
+// Waiter states. A waiter moves from queued to sent when its flusher takes
+// it, and to done when its answer is delivered; it moves to abandoned when
+// its deadline passes first, and is then decided by the failure mode; what
+// the twin then admits is owed to Redis (see redis_charges.go).
+const (
+	waiterQueued int32 = iota
+	waiterSent
+	waiterDone
+	waiterAbandoned
+	// waiterDropped: taken from the queue unsent, its deadline too close
+	// for a round trip; its owner gives up by itself.
+	waiterDropped
+)
+
+// waiter is one decision waiting for Redis.
+type waiter struct {
+	cost     int
+	deadline time.Time
+	probe    bool // the breaker's probe: its call's outcome closes or opens the breaker
+	state    atomic.Int32
+	call     *call // set before the waiter is sent
+	res      algorithms.Result
+	err      error
+	done     chan struct{} // receives once the answer is delivered
+
+	// Of a waiter abandoned after it was sent, under the batcher's lock:
+	// what its call did, once known, and the cost the twin admitted
+	// meanwhile (see decideSent).
+	outcome   int8
+	localCost int
+	doubt     uint64 // of a waiter whose call failed: see doubtOf
+}
+
+// call is what the waiters of one script call share.
+type call struct {
+	probe bool // it carries the breaker's probe
+}
+
+// minRoundTrip is the least time before its deadline for a waiter to be
+// sent to Redis.
+const minRoundTrip = time.Millisecond
+
+var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
+
+// newWaiter returns a queued waiter. Only a waiter whose answer was
+// delivered and read goes back to the pool: a flusher may still hold one
+// that was abandoned.
+func newWaiter(cost int, deadline time.Time, probe bool) *waiter {
+	w := waiters.Get().(*waiter)
+	w.cost, w.deadline, w.probe, w.call = cost, deadline, probe, nil
+	w.res, w.err = algorithms.Result{}, nil
+	w.outcome, w.localCost, w.doubt = outcomeUnknown, 0, 0
+	w.state.Store(waiterQueued)
+	return w
+}
+
+// deliver hands a sent waiter its answer, unless it was abandoned; it
+// reports whether it did.
+func (w *waiter) deliver(res algorithms.Result, err error) bool {
+	if w.state.Load() != waiterSent {
+		return false
+	}
+	w.res, w.err = res, err
+	if w.state.CompareAndSwap(waiterSent, waiterDone) {
+		w.done <- struct{}{}
+		return true
+	}
+	return false
+}
+
+func newBatcher(maxActive, maxWaiting, maxBatch, maxKeys int) *batcher {
+	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, maxKeys: maxKeys,
+		queues: map[queueKey]*keyQueue{}, owed: map[queueKey]*owedCharge{}, maxOwed: DefaultMaxOwedKeys,
+		gates: map[queueKey]time.Time{}, clock: time.Now}
+}
+
+// submit queues w for key of l. It reports false, queuing nothing, when
+// maxWaiting decisions already wait. It returns a queue when a flusher is
+// free and none serves the key yet: the caller then starts one for it, or
+// flushes it itself (see flushInline).
+func (b *batcher) submit(l *redisLimiter, key string, w *waiter) (*keyQueue, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.waiting >= b.maxWaiting {
+		return nil, false
+	}
+	b.waiting++
+	q := b.queueLocked(l, key)
+	q.waiters = append(q.waiters, w)
+	return b.scheduleLocked(q), true
+}
+
+// queueLocked returns key's queue, made (or reused) if it has none. b.mu
+// is held.
+func (b *batcher) queueLocked(l *redisLimiter, key string) *keyQueue {
+	id := queueKey{l, key}
+	q := b.queues[id]
+	if q == nil {
+		if n := len(b.free); n > 0 {
+			q, b.free[n-1] = b.free[n-1], nil
+			b.free = b.free[:n-1]
+			q.id = id
+		} else {
+			q = &keyQueue{id: id}
+		}
+		b.queues[id] = q
+	}
+	return q
+}
+
+// Bounds of the queues kept for reuse: a queue is one allocation and its
+// line another for every key flushed, most keys having one request at a
+// time.
+const (
+	maxFreeQueues = 1024
+	maxFreeLine   = 64 // longer lines are left to the collector
+)
+
+// scheduleLocked schedules q, which has waiters, unless it is already: it
+// returns q when a flusher is free to serve it, and otherwise puts it in
+// the ready line. b.mu is held.
+func (b *batcher) scheduleLocked(q *keyQueue) *keyQueue {
+	if q.scheduled {
+		return nil
+	}
+	q.scheduled = true
+	if b.active < b.maxActive {
+		b.active++
+		return q
+	}
+	b.ready = append(b.ready, q)
+	return nil
+}
+
+// flushInline flushes q on the caller's goroutine, a call bounded by its
+// waiter's own deadline, and hands whatever became ready meanwhile to a
+// flusher of its own. It spares an idle store's decision two goroutine
+// hand-offs; it is used only with clients that honour a context's deadline.
+// It sends the caller's waiter alone (the first of a key that had none): a
+// request that joined the key meanwhile may have a later deadline, which
+// would hold the caller past its own.
+//
+// A key that owes a charge is flushed by a flusher instead, which sends
+// the charge ahead of the request: a charge needs a call's full time, not
+// what is left of one request's deadline.
+func (b *batcher) flushInline(q *keyQueue) {
+	g := q.id.l.guard
+	b.mu.Lock()
+	owes := b.ownsChargeLocked(q.id)
+	b.mu.Unlock()
+	if owes {
+		go b.run(q)
+		return
+	}
+	if w, _ := b.take(q, g.clock(), 1, false); len(w) > 0 {
+		flushAll(g, []keyBatch{{l: q.id.l, key: q.id.key, waiters: w}}, true)
+	}
+	if n := b.next([]*keyQueue{q}); n != nil {
+		go b.run(n)
+	}
+}
+
+// run flushes q with the keys ready meanwhile, up to maxKeys of them in
+// one pipeline, then whatever is ready next, until nothing is.
+func (b *batcher) run(q *keyQueue) {
+	g := q.id.l.guard
+	for q != nil {
+		qs := b.gather(q)
+		now := g.clock()
+		batches := make([]keyBatch, 0, len(qs))
+		for _, q := range qs {
+			w, charge := b.take(q, now, b.maxBatch, true)
+			if len(w) > 0 || charge.cost > 0 {
+				batches = append(batches, keyBatch{l: q.id.l, key: q.id.key, waiters: w, charge: charge})
+			}
+		}
+		if len(batches) > 0 {
+			flushAll(g, batches, false)
+		}
+		q = b.next(qs)
+	}
+}
+
+// gather returns q and up to maxKeys-1 more keys from the front of the
+// ready line, all now this flusher's.
+func (b *batcher) gather(q *keyQueue) []*keyQueue {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := min(len(b.ready), b.maxKeys-1)
+	qs := make([]*keyQueue, 0, n+1)
+	qs = append(qs, q)
+	qs = append(qs, b.ready[:n]...)
+	clear(b.ready[:n])
+	b.ready = b.ready[n:]
+	return qs
+}
+
+// take removes up to most waiters from q and marks them sent, dropping
+// those that were abandoned meanwhile, and, when withCharge says so, takes
+// the key's owed charge, all under one lock: a charge the twin added
+// before is sent ahead of these waiters (see redis_charges.go). A waiter
+// whose deadline is too close for a round trip is not sent but left to give
+// up by itself: it waited in this process, which is no failure of Redis.
+func (b *batcher) take(q *keyQueue, now time.Time, most int, withCharge bool) ([]*waiter, chargeTaken) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var charge chargeTaken
+	if withCharge {
+		charge, _ = b.takeChargeLocked(q.id)
+	}
+	n := min(len(q.waiters), most)
+	batch := make([]*waiter, n)
+	copy(batch, q.waiters[:n])
+	rest := copy(q.waiters, q.waiters[n:])
+	clear(q.waiters[rest:])
+	q.waiters = q.waiters[:rest]
+	b.waiting -= n
+
+	c := &call{}
+	sent := batch[:0]
+	for _, w := range batch {
+		if w.deadline.Sub(now) < minRoundTrip {
+			// Out of the line now: its owner decides it by itself.
+			w.state.CompareAndSwap(waiterQueued, waiterDropped)
+			continue
+		}
+		w.call = c
+		if w.state.CompareAndSwap(waiterQueued, waiterSent) {
+			sent = append(sent, w)
+			c.probe = c.probe || w.probe
+		}
+	}
+	return sent, charge
+}
+
+// next returns the key the flusher that just flushed qs serves next: the
+// oldest ready key, with those of qs that have more waiters going to the
+// back of the line; nil when nothing is left, and the flusher then ends.
+func (b *batcher) next(qs []*keyQueue) *keyQueue {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, q := range qs {
+		if len(q.waiters) == 0 {
+			q.scheduled = false
+			delete(b.queues, q.id)
+			if len(b.free) < maxFreeQueues && cap(q.waiters) <= maxFreeLine {
+				q.id = queueKey{}
+				b.free = append(b.free, q)
+			}
+		} else {
+			b.ready = append(b.ready, q)
+		}
+	}
+	if len(b.ready) == 0 {
+		b.active--
+		return nil
+	}
+	n := b.ready[0]
+	b.ready[0] = nil
+	b.ready = b.ready[1:]
+	return n
+}

@@ -1,0 +1,197 @@
+package redisstore
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/clusterslot"
+)
+
+// scriptCall is one script call of a flush: the jobs of one limiter whose
+// keys Redis can decide together (any keys on a single server, the keys of
+// one slot on Cluster), each job a group of the call.
+type scriptCall struct {
+	l    *redisLimiter
+	jobs []*job
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+
+	charge bool // it sends an owed charge: no jobs, and its reply is not read
+}
+
+// callsOf groups jobs into script calls, in order of first appearance:
+// one call per limiter on a single server, one per limiter and slot on
+// Cluster, one per job on clients whose sharding it does not know.
+func callsOf(jobs []*job) []*scriptCall {
+	type callKey struct {
+		l    *redisLimiter
+		slot int
+	}
+	var calls []*scriptCall
+	index := make(map[callKey]*scriptCall, 4)
+	for n, j := range jobs {
+		k := callKey{l: j.l}
+		switch j.l.client.(type) {
+		case *redis.Client:
+		case *redis.ClusterClient:
+			k.slot = clusterSlot(hashTagSafe(j.key))
+		default:
+			k.slot = -1 - n // a call of its own
+		}
+		c := index[k]
+		if c == nil {
+			c = &scriptCall{l: j.l}
+			index[k] = c
+			calls = append(calls, c)
+		}
+		c.jobs = append(c.jobs, j)
+	}
+	for _, c := range calls {
+		c.assemble(c.l.once)
+	}
+	return calls
+}
+
+// assemble lays out the call's keys and arguments: every job's keys in
+// turn, and its costs as one group of ARGV[1]; then, when withOnce says
+// so, the key and lifetime of the call's kept reply (see callIDs), in the
+// first job's slot.
+func (c *scriptCall) assemble(withOnce bool) {
+	l, per := c.l, len(c.l.limits)
+	once := 0
+	if withOnce {
+		once = 1
+	}
+	c.keys = make([]string, len(c.jobs)*per+once)
+	var groups strings.Builder
+	for n, j := range c.jobs {
+		l.keysOf(j.key, c.keys[n*per:(n+1)*per], 0)
+		if n > 0 {
+			groups.WriteByte(',')
+		}
+		groups.WriteString(costList(j.costs))
+	}
+	c.args = make([]any, 0, 2+len(l.limitArgs))
+	c.args = append(append(c.args, groups.String()), l.limitArgs...)
+	if withOnce {
+		c.keys[len(c.keys)-1] = l.onceKey(c.jobs[0].key, l.guard.ids.id())
+		c.args = append(c.args, l.onceTTL)
+	}
+}
+
+// read hands the call's reply, or its error, to its jobs, and returns the
+// error of a call Redis did not answer (nil when it answered, even with an
+// error for one key).
+func (c *scriptCall) read() error {
+	reply, err := c.cmd.Text()
+	if c.charge {
+		if err != nil {
+			return scriptError(c.l.alg, err)
+		}
+		return nil
+	}
+	if err != nil {
+		err = scriptError(c.l.alg, err)
+		for _, j := range c.jobs {
+			j.err = err
+		}
+		return err
+	}
+	if len(c.jobs) == 1 {
+		j := c.jobs[0]
+		j.results, j.err = c.l.parse(reply, len(j.costs), j.resultBuf[:])
+		return nil
+	}
+	for _, j := range c.jobs {
+		group, rest, _ := strings.Cut(reply, ",")
+		reply = rest
+		if msg, failed := strings.CutPrefix(group, "E"); failed {
+			j.err = scriptError(c.l.alg, groupError(msg))
+			continue
+		}
+		j.results, j.err = c.l.parse(group, len(j.costs), j.resultBuf[:])
+	}
+	return nil
+}
+
+// groupError is a key's error inside a call that decided several keys:
+// Redis answered, as with an error reply.
+type groupError string
+
+func (e groupError) Error() string { return string(e) }
+
+// RedisError marks it as Redis's own error, like an error reply.
+func (groupError) RedisError() {}
+
+// runCalls sends the calls, together in one pipeline when there are
+// several, with the scripts Redis has lost sent in full once more, and
+// those a Cluster slot in migration refused sent once more without the
+// exactly-once key (see redis_migrate.go); it returns the error that says most
+// about Redis's health: nil when Redis answered every call, even with an
+// error reply. The calls carry no refunds, which must keep that key.
+func runCalls(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) error {
+	calls = avoidMigrating(calls)
+	send(ctx, client, calls)
+	if refused, again := refusedInMigration(calls); len(again) > 0 {
+		// Not run: the key that kept them from running goes.
+		send(ctx, client, again)
+		calls = replaced(calls, refused, again)
+	}
+	var health error
+	for _, c := range calls {
+		if err := c.read(); err != nil && (health == nil || classify(health) == ErrorScript) {
+			health = err
+		}
+	}
+	return health
+}
+
+// send sends the calls, together in one pipeline when there are several,
+// with the scripts Redis has lost sent in full once more.
+func send(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) {
+	if len(calls) == 1 {
+		c := calls[0]
+		c.cmd = c.l.script.Run(ctx, client, c.keys, c.args...)
+		return
+	}
+	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range calls {
+			c.cmd = c.l.script.EvalSha(ctx, p, c.keys, c.args...)
+		}
+		return nil
+	})
+	var lost []*scriptCall
+	for _, c := range calls {
+		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			lost = append(lost, c)
+		}
+	}
+	if len(lost) > 0 {
+		// Not run: send them with the script's source, which loads it.
+		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range lost {
+				c.cmd = c.l.script.Eval(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+	}
+}
+
+// replaced returns calls without those refused, followed by again, the
+// calls sent in their stead (some of them the refused calls, changed).
+func replaced(calls, refused, again []*scriptCall) []*scriptCall {
+	out := make([]*scriptCall, 0, len(calls)+len(again))
+	for _, c := range calls {
+		if !slices.Contains(refused, c) {
+			out = append(out, c)
+		}
+	}
+	return append(out, again...)
+}
+
+// clusterSlot is the Cluster slot of a key whose hash tag is tag.
+func clusterSlot(tag string) int { return clusterslot.Of(tag) }

@@ -1,0 +1,326 @@
+package redisstore
+
+import (
+	"errors"
+	"math"
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// The charge line: what this process admitted without Redis, owed to it.
+//
+// Invariant: every request the local twin admits is charged to Redis
+// exactly once, and a charge takes no more than Redis itself has left.
+// Whatever made a decision local (a deadline, the breaker, a full line, a
+// refused connection, a lost reply), the admission is added to its key's
+// owed charge under the batcher's lock, in the same critical section as
+// the twin's decision, so no call for the key leaves between the two. A
+// key's owed units are one number however many requests they stand for,
+// sent ahead of the key's next call (in the same pipeline, so Redis counts
+// them before it decides the requests in line) or, for a key nobody asks
+// for, by a retrier that backs off to once a second while Redis cannot
+// answer. A sent charge whose call fails stays owed under the same call id
+// and goes again verbatim: if the first run did count it, Redis answers
+// from the kept reply (see callIDs), which it keeps for chargeOnceTTL.
+// A charge is decided by the scripts' charge kind, which takes what is left
+// when less than the charge is (never more), so a flood admitted locally
+// leaves the key exhausted in Redis rather than over its limit.
+//
+// Memory is bounded: at most DefaultMaxOwedKeys keys (WithMaxWaiting's
+// line does not hold charges). A key that would need a new entry when the
+// table is full is refused locally, a tighter limit rather than an
+// uncounted admission.
+//
+// Proved by TestLocalAdmissionsAreCharged (every local path: a paused
+// Redis, the breaker open, a full line, a refused connection, a lost reply)
+// and TestChargesAcrossInstances (three instances, the five algorithms,
+// pause, kill and restart under a flood).
+
+// DefaultMaxOwedKeys bounds the keys with charges owed to Redis in one
+// store: about 100 bytes each.
+const DefaultMaxOwedKeys = 1 << 16
+
+// chargeOnceTTL is how long Redis keeps a charge call's reply, so that a
+// charge sent again after a failure counts once: charges are rare (only
+// after a fault), so their records may live long enough to span an
+// outage's retries.
+const chargeOnceTTL = 10 * time.Minute
+
+var chargeOnceTTLArg = strconv.FormatInt(chargeOnceTTL.Milliseconds(), 10)
+
+// owedCharge is what one key owes Redis.
+type owedCharge struct {
+	cost  int64  // admitted locally, not yet sent
+	doubt int64  // sent under id: whether Redis counted it is unknown
+	id    uint64 // the call id doubt goes under, every time it is sent
+	busy  bool   // a call carries doubt now
+}
+
+// chargeTaken is an owed charge taken for one call.
+type chargeTaken struct {
+	key  queueKey
+	id   uint64
+	cost int64
+}
+
+// chargeLocked adds cost to the charge key owes. It reports false when
+// the key has no entry and the table is full, unless force says the
+// admission was made already (its charge is then kept beyond the bound:
+// at most one per request in flight). b.mu is held.
+//
+// doubt says what the admission's own call may have done (see doubtOf):
+// noCharge, nothing to charge; 0, charge it; a call id, charge it unless
+// that call ran, by sending the charge under the call's id.
+func (b *batcher) chargeLocked(key queueKey, cost int, force bool, doubt uint64) bool {
+	if doubt == noCharge {
+		return true
+	}
+	o := b.owed[key]
+	if o == nil {
+		if !force && len(b.owed) >= b.maxOwed {
+			return false
+		}
+		o = &owedCharge{}
+		b.owed[key] = o
+	}
+	switch {
+	case doubt != 0 && !o.busy && (o.doubt == 0 || o.id == doubt):
+		o.doubt += int64(cost)
+		o.id = doubt
+	default:
+		// Not sent under its call's id: charged whatever that call did,
+		// which errs on the strict side.
+		o.cost += int64(cost)
+	}
+	b.startRetrierLocked()
+	return true
+}
+
+// noCharge is the doubt of an admission whose own call may have counted it
+// and cannot be asked (it carried no id).
+const noCharge = math.MaxUint64
+
+// doubtOf says, for a call that failed with err, how to charge what the
+// twin admits in its stead: 0 (charge it) when the call never reached
+// Redis or Redis refused it; else, when it may have run, its id (charge
+// it unless it ran), or noCharge when it carried none.
+func doubtOf(err error, id uint64) uint64 {
+	var opErr *net.OpError
+	var redisErr redis.Error
+	switch {
+	case errors.As(err, &redisErr), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed),
+		errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &opErr) && opErr.Op == "dial":
+		return 0
+	case id != 0:
+		return id
+	}
+	return noCharge
+}
+
+// roomLocked reports whether key may owe a charge. b.mu is held.
+func (b *batcher) roomLocked(key queueKey) bool {
+	return b.owed[key] != nil || len(b.owed) < b.maxOwed
+}
+
+// takeChargeLocked takes key's owed charge for a call, if it has one and
+// no call carries it already. b.mu is held.
+func (b *batcher) takeChargeLocked(key queueKey) (chargeTaken, bool) {
+	o := b.owed[key]
+	if o == nil || o.busy {
+		return chargeTaken{}, false
+	}
+	if o.doubt == 0 {
+		o.doubt, o.cost, o.id = o.cost, 0, key.l.guard.ids.id()
+	}
+	o.busy = true
+	return chargeTaken{key: key, id: o.id, cost: o.doubt}, true
+}
+
+// settleCharges records the outcome of the calls that carried taken:
+// counted ones are done, failed ones stay owed under their id. It reports
+// whether all were counted.
+func (b *batcher) settleCharges(taken []chargeTaken, calls []*scriptCall) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	all := true
+	for i, c := range taken {
+		o := b.owed[c.key]
+		o.busy = false
+		if calls[i].cmd == nil || calls[i].cmd.Err() != nil {
+			all = false
+			continue
+		}
+		o.doubt, o.id = 0, 0
+		if o.cost == 0 {
+			delete(b.owed, c.key)
+			b.ungateLaterLocked(c.key, b.clock())
+		}
+	}
+	return all
+}
+
+// forgetCharge drops what key owes, unless a call carries it now: a reset
+// key starts afresh in Redis, and a charge for what was admitted before
+// would take from its new quota.
+func (b *batcher) forgetCharge(l *redisLimiter, key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := queueKey{l, key}
+	if o := b.owed[id]; o != nil && !o.busy {
+		delete(b.owed, id)
+	}
+}
+
+// ownsChargeLocked reports whether key owes a charge. b.mu is held.
+func (b *batcher) ownsChargeLocked(key queueKey) bool { return b.owed[key] != nil }
+
+// decideAndCharge decides a request of cost for key locally with decide
+// and, when decide admits it, adds cost to the key's owed charge (doubt:
+// see chargeLocked) and gates the key (see redis_gate.go), all under b.mu
+// (see the charge line's invariant above).
+func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt uint64, decide func() (algorithms.Result, error)) (algorithms.Result, error) {
+	return b.admitLocally(l, key, decide, func(id queueKey) {
+		b.chargeLocked(id, cost, false, doubt)
+		b.gateLocked(id)
+	})
+}
+
+// admitLocally runs decide under b.mu and, for an admission, owe under the
+// same lock. A key that cannot owe (the table is full) is refused without
+// asking decide.
+func (b *batcher) admitLocally(l *redisLimiter, key string, decide func() (algorithms.Result, error), owe func(queueKey)) (algorithms.Result, error) {
+	id := queueKey{l, key}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.roomLocked(id) {
+		return l.uncounted(false, algorithms.DecidedLocally), nil
+	}
+	res, err := decide()
+	if err != nil || !res.Allowed || res.Decider != algorithms.DecidedLocally {
+		return res, err
+	}
+	owe(id)
+	return res, nil
+}
+
+// Outcomes of a sent call, as its abandoned waiters learn them.
+const (
+	outcomeUnknown int8 = iota
+	outcomeAdmitted
+	outcomeNotCounted // failed or denied: Redis did not count the request
+)
+
+// decideSent decides locally the request of a waiter that was sent but
+// not answered in time. Its call may yet count it in Redis: the charge is
+// owed only once the call turns out not to have (see learnOutcome).
+func (b *batcher) decideSent(l *redisLimiter, key string, w *waiter, decide func() (algorithms.Result, error)) (algorithms.Result, error) {
+	return b.admitLocally(l, key, decide, func(id queueKey) {
+		b.gateLocked(id)
+		switch w.outcome {
+		case outcomeUnknown:
+			w.localCost = w.cost
+		case outcomeNotCounted:
+			b.chargeLocked(id, w.cost, false, w.doubt)
+		}
+	})
+}
+
+// learnOutcome tells the abandoned waiters of a finished call whether
+// Redis counted them, and charges those the twin admitted meanwhile that
+// Redis did not count.
+func (b *batcher) learnOutcome(l *redisLimiter, key string, ws []*waiter, counted []bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, w := range ws {
+		w.outcome = outcomeNotCounted
+		if counted[i] {
+			w.outcome = outcomeAdmitted
+			continue
+		}
+		if w.localCost > 0 {
+			b.chargeLocked(queueKey{l, key}, w.localCost, true, w.doubt)
+		}
+	}
+}
+
+// How often the retrier tries to send the charges of idle keys: soon after
+// they are owed, then backing off while Redis cannot answer.
+const (
+	chargeRetryMin = 20 * time.Millisecond
+	chargeRetryMax = 250 * time.Millisecond
+)
+
+// startRetrierLocked starts the retrier unless it runs. b.mu is held.
+func (b *batcher) startRetrierLocked() {
+	if !b.retrying {
+		b.retrying = true
+		go b.retryCharges()
+	}
+}
+
+// retryCharges sends the owed charges of keys no flush serves, until none
+// is owed. A key whose line is scheduled is left to its flush, which sends
+// the charge ahead of the key's requests.
+func (b *batcher) retryCharges() {
+	wait := chargeRetryMin
+	for {
+		time.Sleep(wait)
+		b.mu.Lock()
+		if len(b.gates) > 0 {
+			b.sweepGatesLocked(b.clock())
+		}
+		if len(b.owed) == 0 && len(b.gates) == 0 {
+			b.retrying = false
+			b.mu.Unlock()
+			return
+		}
+		var taken []chargeTaken
+		for k := range b.owed {
+			if q := b.queues[k]; q != nil && q.scheduled {
+				continue
+			}
+			if c, ok := b.takeChargeLocked(k); ok {
+				if taken = append(taken, c); len(taken) == b.maxKeys {
+					break
+				}
+			}
+		}
+		b.mu.Unlock()
+		if len(taken) == 0 {
+			continue
+		}
+		g := taken[0].key.l.guard
+		calls := chargeCalls(taken)
+		_ = runCalls(g.wheel.contextFor(g.callTimeout()), taken[0].key.l.client, calls)
+		if b.settleCharges(taken, calls) {
+			wait = chargeRetryMin
+		} else {
+			wait = min(2*wait, chargeRetryMax)
+		}
+	}
+}
+
+// chargeCalls returns a script call per taken charge, each under its own
+// call id, kept for chargeOnceTTL.
+func chargeCalls(taken []chargeTaken) []*scriptCall {
+	calls := make([]*scriptCall, len(taken))
+	for i, c := range taken {
+		l := c.key.l
+		keys := make([]string, len(l.limits)+1)
+		l.keysOf(c.key.key, keys, c.id)
+		args := make([]any, 0, 2+len(l.limitArgs))
+		args = append(args, chargeList(c.cost))
+		args = append(append(args, l.limitArgs...), chargeOnceTTLArg)
+		calls[i] = &scriptCall{l: l, keys: keys, args: args, charge: true}
+	}
+	return calls
+}
+
+// chargeList is the scripts' request of a charge of cost: it takes up to
+// cost units, what is left when less is.
+func chargeList(cost int64) string { return "c" + strconv.FormatInt(cost, 10) }

@@ -1,0 +1,191 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// job is one key's share of a flush: its waiters, and what its script call
+// needs and returns.
+type job struct {
+	l       *redisLimiter
+	key     string
+	live    []*waiter // the waiters sent, in arrival order
+	costs   []int
+	results []algorithms.Result
+	err     error
+	id      uint64 // the call's id, when the key had a call of its own
+
+	// The storage of costs and results for a key with one request, the
+	// common case: no allocation of their own.
+	costBuf   [1]int
+	resultBuf [1]algorithms.Result
+}
+
+// flushAll decides the batches of several keys, each in one script call,
+// all sent in one pipeline: a round trip and a read for many keys, which is
+// what most of Redis's work per decision is. Each key keeps its own answer,
+// error and cached denial; the breaker hears of the round trip once. An
+// inline flush (see flushInline) ends by its waiters' deadline.
+func flushAll(g *guard, batches []keyBatch, inline bool) {
+	sent := g.clock()
+	probe := false
+	deadline := sent
+	jobs := make([]*job, 0, len(batches))
+	slab := make([]job, len(batches)) // one allocation for the flush's jobs
+	var charges []chargeTaken
+	for n, kb := range batches {
+		if kb.charge.cost > 0 {
+			charges = append(charges, kb.charge)
+		}
+		if len(kb.waiters) == 0 {
+			continue
+		}
+		probe = probe || kb.waiters[0].call.probe
+		j := &slab[n]
+		if !kb.l.prepare(j, kb.key, kb.waiters, sent) {
+			continue
+		}
+		for _, w := range j.live {
+			if w.deadline.After(deadline) {
+				deadline = w.deadline
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	if len(jobs) == 0 && len(charges) == 0 {
+		if probe {
+			g.breaker.CancelProbe()
+		}
+		return
+	}
+	// The calls may outlive their waiters' deadline: they are then decided
+	// locally, but the calls go on, so that a connection is not torn down
+	// for a late reply and the breaker hears of Redis's health, not of this
+	// process's pace. Calls that cannot end by callTimeout have failed.
+	if !inline {
+		deadline = deadline.Add(g.callTimeout())
+	}
+	health := run(g.wheel.contextFor(deadline.Sub(sent)), jobs, charges)
+	// An error reply (OOM, say) is Redis answering: the key is decided
+	// locally, but the breaker, which keeps every key away from Redis,
+	// opens only for a Redis that cannot be reached or does not answer.
+	g.breaker.Record(g.clock(), health == nil || classify(health) == ErrorScript, probe)
+	for _, j := range jobs {
+		j.l.finish(j, sent)
+	}
+}
+
+// keyBatch is one key's waiters taken for a flush.
+type keyBatch struct {
+	l       *redisLimiter
+	key     string
+	waiters []*waiter
+	charge  chargeTaken // the key's owed charge, sent first; none when its cost is 0
+}
+
+// prepare answers the waiters the denial cache now covers (a denial in the
+// previous call) and fills j for the rest; it reports false if none is
+// left.
+func (l *redisLimiter) prepare(j *job, key string, batch []*waiter, sent time.Time) bool {
+	live := batch[:0]
+	for _, w := range batch {
+		if res, ok := l.guard.denials.lookup(l, key, w.cost, sent); ok {
+			w.deliver(res, nil)
+			continue
+		}
+		live = append(live, w)
+	}
+	if len(live) == 0 {
+		return false
+	}
+	costs := j.costBuf[:0]
+	if len(live) > len(j.costBuf) {
+		costs = make([]int, 0, len(live))
+	}
+	for _, w := range live {
+		costs = append(costs, w.cost)
+	}
+	j.l, j.key, j.live, j.costs = l, key, live, costs
+	return true
+}
+
+// run sends the jobs' script calls: alone as a plain call, the others
+// grouped into as few calls as the client's sharding allows (see callsOf),
+// and those calls in one pipeline, after a call per owed charge, which
+// Redis thus counts before it decides the jobs. It returns the error that
+// says most about Redis's health: nil when Redis answered every call, even
+// with an error reply.
+func run(ctx context.Context, jobs []*job, charges []chargeTaken) error {
+	if len(jobs) == 1 && len(charges) == 0 {
+		j := jobs[0]
+		j.results, j.id, j.err = j.l.decideWithID(ctx, j.key, j.costs, j.resultBuf[:])
+		return j.err
+	}
+	var calls []*scriptCall
+	if len(charges) > 0 {
+		calls = chargeCalls(charges)
+	}
+	if len(jobs) > 0 {
+		calls = append(calls, callsOf(jobs)...)
+	}
+	b := calls[0].l.guard.batcher
+	health := runCalls(ctx, calls[0].l.client, calls)
+	if len(charges) > 0 {
+		b.settleCharges(charges, calls[:len(charges)])
+	}
+	return health
+}
+
+// finish delivers a job's answers, or its error, and remembers a denial.
+func (l *redisLimiter) finish(j *job, sent time.Time) {
+	g := l.guard
+	if j.err != nil {
+		g.reloadSlots()
+		g.reportError(j.err, sent)
+		// Whether the call ran is unknown unless it never left: what the
+		// twin admits is then charged unless the call ran (see doubtOf).
+		doubt := doubtOf(j.err, j.id)
+		var gone []*waiter
+		for _, w := range j.live {
+			w.doubt = doubt
+			if !w.deliver(algorithms.Result{}, j.err) {
+				gone = append(gone, w)
+			}
+		}
+		if len(gone) > 0 {
+			g.batcher.learnOutcome(l, j.key, gone, make([]bool, len(gone)))
+		}
+		return
+	}
+	// Remember the denial of the smallest cost: it covers the most. (A
+	// waiter is not touched once delivered: its owner may reuse it.)
+	denied := -1
+	var gone []*waiter
+	var counted []bool
+	gated := g.batcher.lockIfGated(l, j.key, sent) // see redis_gate.go
+	for i, w := range j.live {
+		res := j.results[i]
+		if !res.Allowed && (denied < 0 || j.costs[i] < j.costs[denied]) {
+			denied = i
+		}
+		if gated && res.Allowed {
+			res = l.throughGate(j.key, j.costs[i])
+		}
+		if !w.deliver(res, nil) {
+			gone, counted = append(gone, w), append(counted, j.results[i].Allowed)
+		}
+	}
+	if gated {
+		g.batcher.mu.Unlock()
+	}
+	if len(gone) > 0 {
+		g.batcher.learnOutcome(l, j.key, gone, counted)
+	}
+	if denied >= 0 {
+		g.denials.remember(l, j.key, j.costs[denied], sent, j.results[denied])
+	}
+	g.said.remember(l, j.key, sent, j.results[len(j.live)-1])
+}

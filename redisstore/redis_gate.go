@@ -1,0 +1,104 @@
+package redisstore
+
+import (
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// The gate after a fault: Redis's admissions held to the twin's until
+// every instance's charges can have landed.
+//
+// Invariant: while this instance owes Redis a charge for a key, and for
+// gateGrace after its charges were counted, a request Redis admits for
+// the key is admitted only if the local twin admits it too. Other
+// instances' charges for the key reach Redis on their own schedule (their
+// next call for it, or their retrier, at most chargeRetryMax apart); until
+// they have, Redis would admit again what their twins admitted during the
+// fault. Held to its twin, each instance admits no more than its share
+// across the fault and the grace, so a fault seen alike by every instance
+// admits at most the limit (plus one per instance from rounding, plus what
+// a restarted server forgot). A request Redis counted and the gate refused
+// stays counted: the strict side. An instance that made no local decision
+// for the key is not gated, so with traffic that reaches only some
+// instances during a fault, the bound is the limit plus the twin shares of
+// those instances whose charges are still on their way.
+//
+// It costs a decision nothing while no key is gated (one atomic load), and
+// the twin's decision while one is.
+//
+// Proved by TestChargesAcrossInstances.
+
+// gateGrace is how long a key stays gated after this instance's charges
+// for it were counted: time for the other instances' charges to land.
+const gateGrace = 2 * chargeRetryMax
+
+// gateLocked gates key until its charges are counted (and gateGrace
+// more); a key that owes nothing (its admission's own call may have
+// counted it) for gateGrace from now. b.mu is held.
+func (b *batcher) gateLocked(key queueKey) {
+	if _, ok := b.gates[key]; !ok {
+		b.gated.Add(1)
+	}
+	until := time.Time{} // while owed
+	if b.owed[key] == nil {
+		until = b.clock().Add(gateGrace)
+	}
+	b.gates[key] = until
+	b.startRetrierLocked() // which also sweeps the gates
+}
+
+// ungateLaterLocked starts key's grace: its charges were counted at now.
+// b.mu is held.
+func (b *batcher) ungateLaterLocked(key queueKey, now time.Time) {
+	if _, ok := b.gates[key]; ok {
+		b.gates[key] = now.Add(gateGrace)
+	}
+}
+
+// gatedLocked reports whether key is gated at now, dropping a gate whose
+// grace has passed. b.mu is held.
+func (b *batcher) gatedLocked(key queueKey, now time.Time) bool {
+	until, ok := b.gates[key]
+	if !ok {
+		return false
+	}
+	if until.IsZero() || now.Before(until) {
+		return true
+	}
+	delete(b.gates, key)
+	b.gated.Add(-1)
+	return false
+}
+
+// sweepGatesLocked drops the gates whose grace has passed. b.mu is held.
+func (b *batcher) sweepGatesLocked(now time.Time) {
+	for key := range b.gates {
+		b.gatedLocked(key, now)
+	}
+}
+
+// lockIfGated locks b.mu and reports true when key is gated at now;
+// otherwise it leaves b.mu unlocked. Nothing is locked while no key is
+// gated.
+func (b *batcher) lockIfGated(l *redisLimiter, key string, now time.Time) bool {
+	if b.gated.Load() == 0 {
+		return false
+	}
+	b.mu.Lock()
+	if b.gatedLocked(queueKey{l, key}, now) {
+		return true
+	}
+	b.mu.Unlock()
+	return false
+}
+
+// throughGate is the answer to a request Redis admitted while its key is
+// gated: the twin's. b.mu is held.
+func (l *redisLimiter) throughGate(key string, cost int) algorithms.Result {
+	res, err := l.twinOnly(key, cost)
+	if err != nil {
+		return l.uncounted(false, algorithms.DecidedLocally)
+	}
+	return res
+}

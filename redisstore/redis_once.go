@@ -1,0 +1,57 @@
+package redisstore
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// A script call whose reply is lost may have run: go-redis then sends it
+// again (a Client up to MaxRetries times, a ClusterClient up to
+// MaxRedirects times whatever MaxRetries says), and a second run would count
+// its requests twice. So each deciding call carries an id of its own, and
+// the script keeps the call's reply in Redis, under a key named by the id
+// in the slot of the call's other keys, for onceTTL: a run that finds it
+// returns it instead of deciding again. Peeks consume nothing and carry no
+// id.
+
+// onceInfix names the key that keeps a call's reply, after the hash tag.
+const onceInfix = "}:once:"
+
+// callIDs hands out the ids of one store's script calls: a random prefix,
+// so that no two stores (in one process or many) share an id, and a count.
+type callIDs struct {
+	prefix string
+	next   atomic.Uint64
+}
+
+// newCallIDs returns ids under a prefix of 64 random bits.
+func newCallIDs() *callIDs {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return &callIDs{prefix: base64.RawURLEncoding.EncodeToString(b[:])}
+}
+
+// id returns a new call id.
+func (c *callIDs) id() uint64 { return c.next.Add(1) }
+
+// appendID appends the text of call id to b.
+func (c *callIDs) appendID(b []byte, id uint64) []byte {
+	b = append(b, c.prefix...)
+	return strconv.AppendUint(b, id, 36)
+}
+
+// onceTTL is how long a call's reply is kept: twice the longest a call may
+// be sent again after it was first sent (its decisions' deadline, timeout,
+// then callTimeout), since go-redis sends no retry once the call's context
+// has ended. Kept briefly, the replies of a busy store take little room:
+// about 100 bytes each, for the calls that consumed something. (A timeout
+// beyond an hour counts as an hour here, which keeps the arithmetic far
+// from overflow.)
+func onceTTL(timeout time.Duration) time.Duration {
+	timeout = min(timeout, time.Hour)
+	d := 2 * (timeout + max(10*timeout, time.Second))
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+}

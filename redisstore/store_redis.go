@@ -1,0 +1,410 @@
+// Package redisstore is the Redis algorithms.Store: each decision is one
+// Lua script call (package lua), atomic on a single server or a Cluster,
+// shared by every instance. Behind New, each mechanism keeps one invariant
+// in a file of its own, named in its doc comment with the test that proves
+// it: batching and same-key coalescing (redis_batch.go), exactly-once
+// replies (redis_once.go), deadlines (deadline.go), the denial cache
+// (denials.go, denials_sync.go), the local decider and its charges
+// (redis_charges.go), the gate after a fault (redis_gate.go), Redis's last
+// answer (redis_lastsaid.go), version checks (redis_version.go) and
+// migrating Cluster slots (redis_migrate.go). While Redis cannot decide, a
+// memstore limiter of this instance's share decides (FailLocal).
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/ratemath"
+	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/memstore"
+)
+
+// ErrUnexpectedReply reports a reply from Redis that the scripts never send,
+// such as a script of another version under the same SHA.
+var ErrUnexpectedReply = errors.New("redisstore: unexpected reply from Redis")
+
+var scripts = map[algorithms.Algorithm]*redis.Script{
+	algorithms.FixedWindow:          redis.NewScript(lua.FixedWindow),
+	algorithms.SlidingWindowLog:     redis.NewScript(lua.SlidingWindowLog),
+	algorithms.SlidingWindowCounter: redis.NewScript(lua.SlidingWindowCounter),
+	algorithms.TokenBucket:          redis.NewScript(lua.TokenBucket),
+	algorithms.LeakyBucket:          redis.NewScript(lua.LeakyBucket),
+}
+
+// Store keeps rate-limit state in Redis (a single server, Sentinel or
+// Cluster) and decides each request with a script call, atomically, on
+// the Redis server's clock, so any number of application instances share
+// one limit.
+//
+// Its limiters never turn the limit off because Redis is slow, away or
+// overwhelmed: each decision has a deadline (WithTimeout) that holds
+// whatever the go-redis client's settings, and a decision Redis cannot make
+// in time is made by the FailureMode, by default in process memory with the
+// same limits. Concurrent requests for one key share one script call; a
+// denial is remembered until its RetryAfter (WithDenialCache); a breaker
+// stops asking Redis when it looks unhealthy (WithBreaker). Result.Decider
+// says which of these decided.
+//
+// Keys are "<prefix>:{<key>}:<algorithm>:<rate>:<period µs>" with
+// ":<burst>" added for the bucket algorithms. The braces make the caller's
+// key the hash tag, so all keys of one decision lie in one Cluster slot;
+// '{', '}' and '%' in the caller's key are percent-escaped so the tag is
+// always the whole key.
+type Store struct {
+	client redis.UniversalClient
+	cfg    config
+	err    error
+	guard  *guard
+	local  *memstore.Store // the local twins' store
+}
+
+// New returns a store that keeps state in Redis through client.
+// Options it cannot use, and a nil client, make New return an error.
+//
+// Any go-redis client settings keep each decision counted once: go-redis
+// sends a script call again when its reply was lost (a Client up to
+// MaxRetries times, a ClusterClient up to MaxRedirects times), and the
+// call, which carries an id of its own, then returns its first run's answer
+// instead of deciding again. A Client with MaxRetries -1 never sends a call
+// again, so its calls carry no id and Redis keeps no replies for them.
+func New(client redis.UniversalClient, opts ...Option) algorithms.Store {
+	cfg, err := newConfig(opts)
+	if isNilValue(client) && err == nil {
+		err = fmt.Errorf("%w: nil Redis client", algorithms.ErrInvalidOption)
+	}
+	s := &Store{client: client, cfg: cfg, err: err}
+	if err == nil {
+		s.guard = newGuard(cfg, poolSize(client))
+		s.guard.inline = honoursDeadlines(client)
+		if cfg.redis.observer != nil {
+			s.guard.dials = watchDials(client, cfg.clock)
+		}
+		if cc, ok := client.(*redis.ClusterClient); ok {
+			s.guard.reload = func() { cc.ReloadState(context.Background()) }
+		}
+		s.local = memstore.New(memstore.WithClock(cfg.clock))
+		s.guard.denials.follow(client, cfg.prefix, cfg.clock, s.guard.logger)
+	}
+	return s
+}
+
+// Close ends what the store runs in the background: the subscription that
+// keeps its denial cache in step with refunds and resets made through
+// other stores (see DenialCacheBound), which starts when the store first
+// caches a denial. It does not close the client, which the caller owns;
+// closing the client ends the subscription too. The store's limiters go
+// on deciding after Close, but a cached denial then answers only for
+// DenialCacheBound after its request. Close always returns nil.
+func (s *Store) Close() error {
+	if s.guard != nil {
+		s.guard.denials.close()
+	}
+	return nil
+}
+
+// resends reports whether client may send a command again after its reply
+// was lost: any client but a Client with MaxRetries -1 (which its options
+// hold as 0 once the client is made; a ClusterClient retries up to
+// MaxRedirects times whatever MaxRetries says).
+func resends(client redis.UniversalClient) bool {
+	c, ok := client.(*redis.Client)
+	return !ok || c.Options().MaxRetries > 0
+}
+
+// honoursDeadlines reports whether client bounds a command by its
+// context's deadline (ContextTimeoutEnabled), which a call made on a
+// caller's goroutine needs.
+func honoursDeadlines(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// isNilValue reports whether v is nil or holds a nil pointer (or map, func,
+// ...), which would panic when used.
+func isNilValue(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
+}
+
+// poolSize returns the client's connection pool size, the default bound on
+// calls in flight.
+func poolSize(client redis.UniversalClient) int {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().PoolSize
+	case *redis.ClusterClient:
+		return c.Options().PoolSize
+	}
+	return 10 * runtime.GOMAXPROCS(0)
+}
+
+// NewLimiter implements Store.
+func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) (algorithms.RateLimiter, error) {
+	if s == nil || s.err == nil && s.guard == nil {
+		return nil, fmt.Errorf("%w: a Redis store must come from New", algorithms.ErrInvalidOption)
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	shares, twinIndex := twinLimits(alg, limits, s.cfg.redis.instances)
+	twin, err := algorithms.New(s.local, alg, shares...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: with WithInstances(%d) the local limits: %w", algorithms.ErrInvalidOption, s.cfg.redis.instances, err)
+	}
+	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
+		channel: denialsChannel(s.cfg.prefix), guard: s.guard, twin: twin, twinLimits: shares, twinIndex: twinIndex,
+		instances: s.cfg.redis.instances, salt: rand.Uint64()}
+	args := make([]any, 1, 2+4*len(limits))
+	for _, lim := range limits {
+		p := ratemath.ParamsFor(alg, lim)
+		l.suffixes = append(l.suffixes, "}:"+ratemath.StateName(alg, lim))
+		args = append(args, strconv.FormatInt(p.Rate, 10), strconv.FormatInt(p.Period, 10),
+			strconv.FormatInt(p.Burst, 10), strconv.FormatInt(p.Unit, 10))
+	}
+	l.limitArgs = args[1:]
+	// A deciding call has one key and one argument more: its reply's (see
+	// onceTTL).
+	l.onceTTL = strconv.FormatInt(onceTTL(s.cfg.redis.timeout).Milliseconds(), 10)
+	l.once = resends(s.client)
+	args = append(args, l.onceTTL)
+	l.calls.New = func() any {
+		return &redisCall{keys: make([]string, len(limits)+1), args: append([]any(nil), args...)}
+	}
+	return l, nil
+}
+
+type redisLimiter struct {
+	client   redis.UniversalClient
+	script   *redis.Script
+	alg      algorithms.Algorithm
+	limits   []algorithms.Limit
+	prefix   string    // "<prefix>:{"
+	channel  string    // the store's announcements (denialsChannel)
+	suffixes []string  // "}:<state name>", one per limit
+	calls    sync.Pool // *redisCall: keys, then costs and rate, period, burst, unit per limit
+	// limitArgs are the script's arguments after the costs: rate, period,
+	// burst and unit per limit; onceTTL, after them in a deciding call, how long
+	// (ms) the call's reply is kept.
+	limitArgs  []any
+	onceTTL    string
+	once       bool // deciding calls carry an id: the client may send them again
+	guard      *guard
+	twin       algorithms.RateLimiter // the same limits in memory, for decisions Redis cannot make
+	twinLimits []algorithms.Limit     // the twin's limits
+	twinIndex  []int                  // per twin limit, the position in limits of the one it answers for
+	instances  int                    // WithInstances: the twin holds 1/instances of the limits
+	salt       uint64                 // tells this limiter's keys from another's in lastSaid
+}
+
+// Policies implements RateLimiter.
+func (l *redisLimiter) Policies() []algorithms.Policy { return ratemath.PoliciesOf(l.alg, l.limits) }
+
+// decide runs the script once for the requests of costs on key, in order,
+// and returns their Results, in dst if it has room. Redis errors are
+// returned wrapped.
+func (l *redisLimiter) decide(ctx context.Context, key string, costs []int, dst []algorithms.Result) ([]algorithms.Result, error) {
+	res, _, err := l.runInto(ctx, key, costList(costs), len(costs), true, dst)
+	return res, err
+}
+
+// decideWithID is decide, also returning the call's id (0 for none).
+func (l *redisLimiter) decideWithID(ctx context.Context, key string, costs []int, dst []algorithms.Result) ([]algorithms.Result, uint64, error) {
+	return l.runInto(ctx, key, costList(costs), len(costs), true, dst)
+}
+
+// run runs the script once with the list of costs list, n requests, on
+// key. A call that decides carries an id, so that it counts once however
+// often go-redis sends it; a peek needs none.
+func (l *redisLimiter) run(ctx context.Context, key, list string, n int, deciding bool) ([]algorithms.Result, error) {
+	res, _, err := l.runInto(ctx, key, list, n, deciding, nil)
+	return res, err
+}
+
+// runInto is run with the Results in dst if it has room, and the call's id.
+// In a migrating Cluster slot it sends no id, but in a refund (see
+// redis_migrate.go).
+func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, deciding bool, dst []algorithms.Result) ([]algorithms.Result, uint64, error) {
+	call := l.calls.Get().(*redisCall)
+	defer l.calls.Put(call)
+	keys, args := call.keys, call.args
+	g := l.guard
+	refund := strings.HasPrefix(list, "r")
+	var id uint64
+	if deciding && l.once && (refund || !g.moving.Holds(hashTagSafe(key), g.clock)) {
+		id = g.ids.id()
+		l.keysOf(key, keys, id)
+	} else {
+		keys, args = keys[:len(l.limits)], args[:len(args)-1]
+		l.keysOf(key, keys, 0)
+	}
+	args[0] = list
+	reply, err := l.script.Run(ctx, l.client, keys, args...).Text()
+	if err != nil && id != 0 && !refund && g.moving.Learn(hashTagSafe(key), err, g.clock()) {
+		// Not run: the key that kept it from running goes.
+		id = 0
+		reply, err = l.script.Run(ctx, l.client, keys[:len(l.limits)], args[:len(args)-1]...).Text()
+	}
+	if err != nil {
+		return nil, id, scriptError(l.alg, err)
+	}
+	res, err := l.parse(reply, n, dst)
+	return res, id, err
+}
+
+// parse reads the script's reply for n requests into dst, or a new slice
+// when dst is too short (a job's buffer spares one allocation per key).
+func (l *redisLimiter) parse(reply string, n int, dst []algorithms.Result) ([]algorithms.Result, error) {
+	var small [20]int64 // a reply of up to 4 requests, off the heap
+	var f []int64
+	if 5*n <= len(small) {
+		f = small[:5*n]
+	} else {
+		f = make([]int64, 5*n)
+	}
+	if !parseReply(reply, f) {
+		return nil, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
+	}
+	res := dst[:0]
+	if cap(res) < n {
+		res = make([]algorithms.Result, n)
+	}
+	res = res[:n]
+	for i := range res {
+		v := f[5*i : 5*i+5]
+		if v[1] < 1 || v[1] > int64(len(l.limits)) {
+			return nil, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
+		}
+		res[i] = ratemath.MakeResult(l.alg, l.limits, int(v[1]-1), v[0] == 1, v[2], v[3], v[4])
+	}
+	return res, nil
+}
+
+// costList is the script's list of costs: "1" for the common single request
+// of cost 1, without an allocation.
+func costList(costs []int) string {
+	if len(costs) == 1 && costs[0] == 1 {
+		return "1"
+	}
+	b := make([]byte, 0, 4*len(costs))
+	for i, c := range costs {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, int64(c), 10)
+	}
+	return string(b)
+}
+
+// hashTagSafe escapes '{', '}' and '%' in key, so that the whole key, and
+// not a piece of it up to a '}', is the Cluster hash tag: keys such as
+// "route:/users/{id}|ip:192.0.2.1" would otherwise put every client of a
+// route in one slot. Escaping '%' too keeps distinct keys distinct.
+func hashTagSafe(key string) string {
+	if !strings.ContainsAny(key, "{}%") {
+		return key
+	}
+	return tagEscaper.Replace(key)
+}
+
+var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+// redisCall holds the slices of one script call, reused across calls: go-redis
+// copies them into its command before Run returns. Keys are the limits'
+// then the call's reply's; args the costs, three per limit, then the
+// reply's TTL in milliseconds.
+type redisCall struct {
+	keys []string
+	args []any
+}
+
+// parseReply reads len(f) non-negative integers separated by single spaces.
+func parseReply(s string, f []int64) bool {
+	i := 0
+	for n := range f {
+		start := i
+		var v int64
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' && i-start < 18 {
+			v = v*10 + int64(s[i]-'0')
+			i++
+		}
+		if i == start {
+			return false
+		}
+		f[n] = v
+		if n < len(f)-1 {
+			if i >= len(s) || s[i] != ' ' {
+				return false
+			}
+			i++
+		}
+	}
+	return i == len(s)
+}
+
+// onceKey returns the key that keeps the reply of call id on key's slot.
+func (l *redisLimiter) onceKey(key string, id uint64) string {
+	var idText [32]byte
+	return l.prefix + hashTagSafe(key) + onceInfix + string(l.guard.ids.appendID(idText[:0], id))
+}
+
+// keysOf fills keys with the Redis keys of key's state, one per limit,
+// and, when keys has room for one more, the key of call id's reply. They
+// are cut from one string: one allocation however many there are.
+func (l *redisLimiter) keysOf(key string, keys []string, id uint64) {
+	tag := hashTagSafe(key)
+	once := len(keys) > len(l.suffixes)
+	var idText [32]byte
+	size := len(keys) * (len(l.prefix) + len(tag))
+	for _, suffix := range l.suffixes {
+		size += len(suffix)
+	}
+	var text []byte
+	if once {
+		text = l.guard.ids.appendID(idText[:0], id)
+		size += len(onceInfix) + len(text)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	var endBuf [8]int
+	ends := endBuf[:0]
+	for _, suffix := range l.suffixes {
+		b.WriteString(l.prefix)
+		b.WriteString(tag)
+		b.WriteString(suffix)
+		ends = append(ends, b.Len())
+	}
+	if once {
+		b.WriteString(l.prefix)
+		b.WriteString(tag)
+		b.WriteString(onceInfix)
+		b.Write(text)
+		ends = append(ends, b.Len())
+	}
+	s, start := b.String(), 0
+	for i, end := range ends {
+		keys[i] = s[start:end]
+		start = end
+	}
+}
