@@ -40,7 +40,7 @@ func TestAttackHungRedisHoldsNoRequest(t *testing.T) {
 			defer c.Close()
 			store := New(c, WithTimeout(timeout), WithDenialCache(0),
 				WithBreaker(BreakerPolicy{Failures: 1 << 30, MinCalls: 1 << 30}))
-			if got := store.(*Store).guard.inline; got != tc.inline {
+			if got := store.guard.inline; got != tc.inline {
 				t.Fatalf("inline %v, want %v", got, tc.inline)
 			}
 			l, err := algorithms.New(store, algorithms.TokenBucket, algorithms.PerSecond(1000))

@@ -234,7 +234,7 @@ func TestDenialSyncStops(t *testing.T) {
 			if closeClient {
 				_ = c.Close()
 			} else {
-				_ = store.(*Store).Close()
+				_ = store.Close()
 			}
 			waitGoroutines(t, 0)
 		})

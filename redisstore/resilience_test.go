@@ -184,7 +184,7 @@ func TestOutOfMemory(t *testing.T) {
 	if err != nil || !r.Allowed || r.Decider != algorithms.DecidedLocally {
 		t.Fatalf("a new key under OOM: %+v %v, want allowed locally", r, err)
 	}
-	if st := store.(*Store).guard.breaker.State(); st != breaker.Closed {
+	if st := store.guard.breaker.State(); st != breaker.Closed {
 		t.Fatalf("breaker %s after one error, want closed", st)
 	}
 	for range 100 {
@@ -237,7 +237,7 @@ func TestSaturationIsNotARedisFailure(t *testing.T) {
 	}
 	// One call was in flight and timed out: one failure, under the two
 	// that open the breaker; the other 19 never reached Redis.
-	if st := store.(*Store).guard.breaker.State(); st != breaker.Closed {
+	if st := store.guard.breaker.State(); st != breaker.Closed {
 		t.Fatalf("breaker %s, want closed: waiting in this process is not Redis failing", st)
 	}
 	time.Sleep(400 * time.Millisecond) // the pause ends

@@ -78,7 +78,7 @@ type Store struct {
 // call, which carries an id of its own, then returns its first run's answer
 // instead of deciding again. A Client with MaxRetries -1 never sends a call
 // again, so its calls carry no id and Redis keeps no replies for them.
-func New(client redis.UniversalClient, opts ...Option) algorithms.Store {
+func New(client redis.UniversalClient, opts ...Option) *Store {
 	cfg, err := newConfig(opts)
 	if isNilValue(client) && err == nil {
 		err = fmt.Errorf("%w: nil Redis client", algorithms.ErrInvalidOption)
