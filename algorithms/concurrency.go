@@ -63,9 +63,13 @@ type Lease struct {
 	// DecidedFailClosed), as for Result.
 	Decider Decider
 
-	// Free, set by the store that granted the lease, gives its slot back;
-	// Release calls it at most once. It is nil when nothing was taken.
-	Free func(ctx context.Context) error
+	// Owner, set by the store that granted the lease, gives its slot
+	// back; Release calls it at most once. It is nil when nothing was
+	// taken. A store can make it the struct the Lease is a field of, so
+	// that a lease costs one allocation.
+	Owner interface {
+		Release(ctx context.Context) error
+	}
 
 	released atomic.Bool
 }
@@ -80,10 +84,10 @@ type Lease struct {
 // removed there, best effort (it is first tried right after the failed
 // call): it could otherwise hold a slot for the whole lease.
 func (l *Lease) Release(ctx context.Context) error {
-	if l == nil || l.Free == nil || !l.released.CompareAndSwap(false, true) {
+	if l == nil || l.Owner == nil || !l.released.CompareAndSwap(false, true) {
 		return nil
 	}
-	return l.Free(ctx)
+	return l.Owner.Release(ctx)
 }
 
 // ConcurrencyOption configures NewConcurrency.

@@ -123,8 +123,27 @@ func (m *memoryConcurrency) Acquire(_ context.Context, key string) (*algorithms.
 	e.leases[id] = exp
 	e.first = min(e.first, exp)
 	held++
-	return &algorithms.Lease{Allowed: true, Limit: m.limit, InFlight: held, Remaining: m.limit - held,
-		Free: func(context.Context) error { return m.release(key, id, at) }}, nil
+	ml := &memoryLease{
+		lease: algorithms.Lease{Allowed: true, Limit: m.limit, InFlight: held, Remaining: m.limit - held},
+		owner: m, key: key, id: id, acquired: at,
+	}
+	ml.lease.Owner = ml
+	return &ml.lease, nil
+}
+
+// memoryLease is a lease taken in memory, with what its release needs:
+// one allocation per lease.
+type memoryLease struct {
+	lease    algorithms.Lease
+	owner    *memoryConcurrency
+	key      string
+	id       uint64
+	acquired time.Time
+}
+
+// Release implements the Lease's Owner.
+func (l *memoryLease) Release(context.Context) error {
+	return l.owner.release(l.key, l.id, l.acquired)
 }
 
 // release gives back lease id of key, acquired at acquired.

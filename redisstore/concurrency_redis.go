@@ -192,8 +192,12 @@ func (l *redisConcurrency) parse(reply, key string, id uint64) (*algorithms.Leas
 		until := time.Duration(f[2]) * time.Microsecond
 		return &algorithms.Lease{Limit: l.limit, InFlight: held, RetryAfter: l.stats.RetryAfter(until)}, nil
 	}
-	return &algorithms.Lease{Allowed: true, Limit: l.limit, InFlight: held, Remaining: max(l.limit-held, 0),
-		Free: l.releaser(key, id, l.guard.clock())}, nil
+	rl := &redisHeld{
+		lease: algorithms.Lease{Allowed: true, Limit: l.limit, InFlight: held, Remaining: max(l.limit-held, 0)},
+		owner: l, key: key, id: id, acquired: l.guard.clock(),
+	}
+	rl.lease.Owner = rl
+	return &rl.lease, nil
 }
 
 // answered returns a delivered call's lease, or the failure mode's answer.
@@ -238,17 +242,26 @@ func (l *redisConcurrency) fail(key string, cause error, held *redisLease) (*alg
 		lease.Decider = algorithms.DecidedLocally
 	}
 	if held != nil && lease.Allowed {
-		si := &standIn{redis: l, local: lease.Free, held: *held}
-		lease.Free = si.release
+		lease.Owner = &standIn{redis: l, local: lease.Owner, held: *held}
 	}
 	return lease, nil
 }
 
-// releaser returns a Lease's Free for lease id of key, taken at acquired:
-// one ZREM within the store's deadline. While the breaker is open Redis is
-// not asked: the lease expires there.
-func (l *redisConcurrency) releaser(key string, id uint64, acquired time.Time) func(context.Context) error {
-	return func(ctx context.Context) error { return l.release(ctx, key, id, acquired) }
+// redisHeld is a lease taken in Redis, with what its release needs: one
+// allocation per lease.
+type redisHeld struct {
+	lease    algorithms.Lease
+	owner    *redisConcurrency
+	key      string
+	id       uint64
+	acquired time.Time
+}
+
+// Release implements the Lease's Owner: one ZREM within the store's
+// deadline. While the breaker is open Redis is not asked: the lease expires
+// there.
+func (h *redisHeld) Release(ctx context.Context) error {
+	return h.owner.release(ctx, h.key, h.id, h.acquired)
 }
 
 func (l *redisConcurrency) release(ctx context.Context, key string, id uint64, acquired time.Time) error {
@@ -281,18 +294,18 @@ type redisLease struct {
 // that Redis's does not hold a slot for the whole lease.
 type standIn struct {
 	redis *redisConcurrency
-	local func(context.Context) error // the local lease's Free; nil for FailOpen
+	local interface{ Release(context.Context) error } // the local lease's Owner; nil for FailOpen
 	held  redisLease
 }
 
-// release is the stand-in lease's Free. Removing Redis's lease is best effort
+// Release implements the stand-in lease's Owner. Removing Redis's lease is best effort
 // and never an error: the stand-in itself is released, and Redis's lease,
 // if any, expires after the lease. While the breaker is open Redis is not
 // asked.
-func (s *standIn) release(ctx context.Context) error {
+func (s *standIn) Release(ctx context.Context) error {
 	var err error
 	if s.local != nil {
-		err = s.local(ctx)
+		err = s.local.Release(ctx)
 	}
 	if s.redis.guard.breaker.State() != breaker.Open {
 		_ = s.redis.remove(ctx, s.held)
