@@ -10,7 +10,9 @@ import (
 // Random sequences of requests, reservations, refunds and charges on the
 // memory store and on the scripts (in miniredis): every Result must be
 // identical, and with one limit a charge leaves exactly what was left
-// before it less its cost, or nothing when that is less.
+// before it less its cost, or nothing when that is less. A request denied
+// after a charge (a bucket in debt, say) is told a RetryAfter that is
+// exactly enough, and after its ResetAfter the whole quota is back.
 func TestDifferentialCharges(t *testing.T) {
 	for _, alg := range Algorithms {
 		for li, limits := range differentialLimits {
@@ -51,6 +53,12 @@ func runChargeDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uin
 			t.Fatalf("step %d %s: Remaining %d outside [0, %d]", step, what, a.Remaining, a.Limit)
 		}
 		return a
+	}
+	allow := func(step int, key string, cost int) Result {
+		t.Helper()
+		a, errA := mem.Allow(ctx, key, cost)
+		b, errB := red.Allow(ctx, key, cost)
+		return agree(step, "allow", a, b, errA, errB)
 	}
 	rng := rand.New(rand.NewPCG(seed, uint64(len(alg))))
 	keys := []string{"x", "y"}
@@ -95,9 +103,10 @@ func runChargeDifferential(t *testing.T, alg Algorithm, limits []Limit, seed uin
 			b, errB := red.(Reserver).Reserve(ctx, key, cost, maxDelay)
 			agree(step, "reserve", a, b, errA, errB)
 		default:
-			a, errA := mem.Allow(ctx, key, cost)
-			b, errB := red.Allow(ctx, key, cost)
-			agree(step, "allow", a, b, errA, errB)
+			res := allow(step, key, cost)
+			if !res.Allowed && rng.IntN(3) == 0 {
+				checkWait(t, step, advance, allow, key, cost, res, len(limits) == 1 && rng.IntN(2) == 0)
+			}
 		}
 	}
 }
