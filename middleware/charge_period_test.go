@@ -66,8 +66,8 @@ func TestCostAfterAboveQuotaOnePerPeriod(t *testing.T) {
 // The same on Redis and on Cluster, in real time: a limit of 10 a second,
 // a request every 50 ms for 2.5 s. Each admission comes at least a period
 // after the one before it (as the client sees it: from the earlier
-// request's start to the later one's end), and the client is served in two
-// or three of the periods, not starved.
+// request's start to the later one's end), and the client is served in
+// more than one period, not starved.
 func TestCostAfterAboveQuotaOnePerPeriodRedis(t *testing.T) {
 	limit := algorithms.PerSecond(10)
 	const span = 2500 * time.Millisecond
@@ -93,8 +93,9 @@ func TestCostAfterAboveQuotaOnePerPeriodRedis(t *testing.T) {
 					}
 					time.Sleep(time.Until(sent.Add(step)))
 				}
-				if len(starts) < 2 || len(starts) > 3 {
-					t.Errorf("%d exports served in %s; want 2 or 3, one a period", len(starts), span)
+				// At most one a period follows from the gaps below.
+				if len(starts) < 2 {
+					t.Errorf("%d exports served in %s; want one a period, at least 2", len(starts), span)
 				}
 				for i := 1; i < len(starts); i++ {
 					if gap := ends[i].Sub(starts[i-1]); gap < limit.Period {
