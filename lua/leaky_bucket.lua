@@ -47,19 +47,22 @@ local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)
     end
   end
   backlogs[i] = backlog
-  if backlog + need <= cap then
+  -- A backlog in debt after a charge reaches twice the capacity: the
+  -- excess is computed without adding need to it first, which could pass
+  -- 2^53.
+  local excess = backlog - (cap - need)
+  if excess <= 0 then
     local after = backlog + need
     return true, math.floor((cap - after) / period), 0, to_us(math.ceil(after / rate), now_us, now, unit)
   end
-  local excess = backlog + need - cap
   if maxd and maxd > 0 and excess <= 2 ^ 53 - 2 * cap then
     local wait = to_us(math.ceil(excess / rate), now_us, now, unit)
     if wait <= maxd then
-      return true, 0, 0, to_us(math.ceil((backlog + need) / rate), now_us, now, unit), wait
+      return true, 0, 0, to_us(math.ceil((cap + excess) / rate), now_us, now, unit), wait
     end
   end
   return false, math.max(math.floor((cap - backlog) / period), 0),
-    to_us(math.ceil((backlog + need - cap) / rate), now_us, now, unit), to_us(math.ceil(backlog / rate), now_us, now, unit)
+    to_us(math.ceil(excess / rate), now_us, now, unit), to_us(math.ceil(backlog / rate), now_us, now, unit)
 end
 
 -- put stores the backlog after as of now, with what lies past the
