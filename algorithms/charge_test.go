@@ -15,19 +15,25 @@ import (
 // chargeRetry bounds the RetryAfter of a request of cost 1 right after a
 // charge emptied a quota of 10 per hour: a window waits for its end (the
 // sliding window counter for a tenth of the next one too, when the
-// current count has faded enough); a bucket for one unit, six minutes.
-var chargeRetry = map[Algorithm][2]time.Duration{
-	FixedWindow:          {59 * time.Minute, time.Hour},
-	SlidingWindowLog:     {59 * time.Minute, time.Hour},
-	SlidingWindowCounter: {65 * time.Minute, 66 * time.Minute},
-	TokenBucket:          {5 * time.Minute, 6 * time.Minute},
-	LeakyBucket:          {5 * time.Minute, 6 * time.Minute},
+// current count has faded enough); a bucket for one unit, six minutes,
+// when the charge took what was left, and for a whole burst, an hour,
+// when it asked for more and so left the bucket in debt.
+func chargeRetry(alg Algorithm, debt bool) [2]time.Duration {
+	switch {
+	case alg == SlidingWindowCounter:
+		return [2]time.Duration{65 * time.Minute, 66 * time.Minute}
+	case reserves(alg) && !debt:
+		return [2]time.Duration{5 * time.Minute, 6 * time.Minute}
+	}
+	return [2]time.Duration{59 * time.Minute, time.Hour}
 }
 
 // A charge within what is left takes exactly its cost; one above it takes
 // what is left, and one above the quota the whole quota, so the next
-// request is refused, with a RetryAfter until a unit comes back. Every
-// algorithm, on memory, Redis and Cluster.
+// request is refused, with a RetryAfter until a unit comes back; a bucket
+// asked for more than it has goes into debt, and the next request waits
+// for a whole burst to refill. Every algorithm, on memory, Redis and
+// Cluster.
 func TestChargeTakesWhatIsLeft(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range Algorithms {
@@ -58,8 +64,10 @@ func TestChargeTakesWhatIsLeft(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !r.Allowed || r.Remaining != tc.wantLeft || r.Limit != 10 {
-						t.Fatalf("charge of %d: %+v; want Remaining %d of 10", tc.charge, r, tc.wantLeft)
+					// A bucket in debt refuses even a request of cost 0.
+					debt := reserves(alg) && tc.before+tc.charge > 10
+					if r.Allowed == debt || r.Remaining != tc.wantLeft || r.Limit != 10 {
+						t.Fatalf("charge of %d: %+v; want Remaining %d of 10, allowed %v", tc.charge, r, tc.wantLeft, !debt)
 					}
 					// Exactly what is left passes, one at a time, and no more.
 					for i := range tc.wantLeft + 1 {
@@ -71,7 +79,7 @@ func TestChargeTakesWhatIsLeft(t *testing.T) {
 							t.Fatalf("request %d after the charge: %+v; want %d to pass", i+1, res, tc.wantLeft)
 						}
 						if !res.Allowed {
-							if b := chargeRetry[alg]; res.RetryAfter < b[0] || res.RetryAfter > b[1] {
+							if b := chargeRetry(alg, debt); res.RetryAfter < b[0] || res.RetryAfter > b[1] {
 								t.Errorf("RetryAfter %s, want within [%s, %s]", res.RetryAfter, b[0], b[1])
 							}
 						}

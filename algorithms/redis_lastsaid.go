@@ -127,6 +127,6 @@ func (l *redisLimiter) startFromRedis(key string) {
 		most = max(most, quota(l.alg, lim))
 	}
 	if take := int64(most) - share; take > 0 {
-		l.twin.charge(key, take)
+		l.twin.charge(key, take, false)
 	}
 }
