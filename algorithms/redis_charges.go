@@ -185,13 +185,13 @@ func (b *batcher) ownsChargeLocked(key queueKey) bool { return b.owed[key] != ni
 func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt uint64, decide func() (Result, error)) (Result, error) {
 	return b.admitLocally(l, key, decide, func(id queueKey) {
 		b.chargeLocked(id, cost, false, doubt)
-		b.gateLocked(id)
 	})
 }
 
 // admitLocally runs decide under b.mu and, for an admission, owe under the
-// same lock. A key that cannot owe (the table is full) is refused without
-// asking decide.
+// same lock; it gates the key whatever decide says (see redis_gate.go). A
+// key that cannot owe (the table is full) is refused without asking
+// decide.
 func (b *batcher) admitLocally(l *redisLimiter, key string, decide func() (Result, error), owe func(queueKey)) (Result, error) {
 	id := queueKey{l, key}
 	b.mu.Lock()
@@ -200,10 +200,13 @@ func (b *batcher) admitLocally(l *redisLimiter, key string, decide func() (Resul
 		return l.uncounted(false, DecidedLocally), nil
 	}
 	res, err := decide()
-	if err != nil || !res.Allowed || res.Decider != DecidedLocally {
+	if err != nil || res.Decider != DecidedLocally {
 		return res, err
 	}
-	owe(id)
+	if res.Allowed {
+		owe(id)
+	}
+	b.gateLocked(id) // after owe: a key that owes is gated until it is paid
 	return res, nil
 }
 
@@ -219,7 +222,6 @@ const (
 // owed only once the call turns out not to have (see learnOutcome).
 func (b *batcher) decideSent(l *redisLimiter, key string, w *waiter, decide func() (Result, error)) (Result, error) {
 	return b.admitLocally(l, key, decide, func(id queueKey) {
-		b.gateLocked(id)
 		switch w.outcome {
 		case outcomeUnknown:
 			w.localCost = w.cost

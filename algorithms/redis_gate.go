@@ -5,9 +5,11 @@ import "time"
 // The gate after a fault: Redis's admissions held to the twin's until
 // every instance's charges can have landed.
 //
-// Invariant: while this instance owes Redis a charge for a key, and for
-// gateGrace after its charges were counted, a request Redis admits for
-// the key is admitted only if the local twin admits it too. Other
+// Invariant: once this instance has decided a key locally (admitted or
+// refused), while it owes Redis a charge for the key and for gateGrace
+// after its charges were counted (or after its last local decision, when
+// it owes nothing), a request Redis admits for the key is admitted only if
+// the local twin admits it too. Other
 // instances' charges for the key reach Redis on their own schedule (their
 // next call for it, or their retrier, at most chargeRetryMax apart); until
 // they have, Redis would admit again what their twins admitted during the
