@@ -65,7 +65,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	d.mapping(doc, "",
 		field{"redis", func(n *yaml.Node, path string) { redis = d.redis(n, path) }},
 		field{"memory", func(n *yaml.Node, path string) {
-			d.mapping(n, path, field{"max_keys", d.integer(&c.Memory.MaxKeys, 1024)})
+			d.mapping(n, path, field{"max_keys", d.integer(&c.Memory.MaxKeys, "max_keys")})
 		}},
 		field{"failure_policy", d.oneOf(&c.FailurePolicy, "closed", "open")},
 		field{"trusted_proxies", d.prefixes(&c.TrustedProxies)},
@@ -123,14 +123,14 @@ func (d *decoder) redis(n *yaml.Node, path string) *Redis {
 		field{"dial_timeout", d.duration(&r.DialTimeout)},
 		field{"read_timeout", d.duration(&r.ReadTimeout)},
 		field{"write_timeout", d.duration(&r.WriteTimeout)},
-		field{"pool_size", d.integer(&r.PoolSize, 1)},
+		field{"pool_size", d.integer(&r.PoolSize, "pool_size")},
 		field{"prefix", d.str(&r.Prefix)},
 		field{"timeout", d.duration(&r.Timeout)},
 		field{"failure_mode", d.oneOf(&r.FailureMode, "local", "open", "closed")},
-		field{"instances", d.integer(&r.Instances, 1)},
+		field{"instances", d.integer(&r.Instances, "instances")},
 		field{"denial_cache", func(n *yaml.Node, path string) {
 			var size int
-			d.integer(&size, 0)(n, path)
+			d.integer(&size, "denial_cache")(n, path)
 			r.DenialCache = &size
 		}},
 	)
@@ -169,7 +169,7 @@ func (d *decoder) key(n *yaml.Node, path string) Key {
 	}
 	d.mapping(n, path,
 		field{"kind", d.oneOf(&k.Kind, KeyIP, KeyAPIKey, KeyFunc)},
-		field{"ipv6_prefix", d.integer(&k.IPv6Prefix, 0)},
+		field{"ipv6_prefix", d.integer(&k.IPv6Prefix, "ipv6_prefix")},
 		field{"header", d.str(&k.Header)},
 		field{"known_keys", d.str(&k.KnownKeys)},
 		field{"name", d.str(&k.Func)},
@@ -203,10 +203,6 @@ func (d *decoder) key(n *yaml.Node, path string) Key {
 		}
 	}
 	switch k.Kind {
-	case KeyIP:
-		if k.IPv6Prefix > 128 {
-			d.fail(n, join(path, "ipv6_prefix"), "%d is outside 0..128", k.IPv6Prefix)
-		}
 	case KeyAPIKey:
 		if !validHeaderName(k.Header) {
 			d.fail(n, join(path, "header"), "%q is not a header name", k.Header)

@@ -29,7 +29,7 @@ func (d *decoder) policy(k, n *yaml.Node, path string, shadow bool) *Policy {
 		field{"algorithm", d.str(&alg)},
 		field{"limits", func(n *yaml.Node, _ string) { limitsNode = n }},
 		field{"key", func(n *yaml.Node, path string) { keyNode = n; p.Key = d.key(n, path) }},
-		field{"cost", d.integer(&p.Cost, 1)},
+		field{"cost", d.integer(&p.Cost, "cost")},
 		field{"shadow", d.boolean(&p.Shadow)},
 		field{"delay", d.duration(&p.Delay)},
 		field{"plan_resolver", func(n *yaml.Node, path string) {
@@ -140,9 +140,9 @@ func (d *decoder) limitList(parent, n *yaml.Node, path string, alg algorithms.Al
 		var l algorithms.Limit
 		burstGiven := false
 		d.mapping(item, path,
-			field{"rate", d.integer(&l.Rate, 1)},
+			field{"rate", d.integer(&l.Rate, "rate")},
 			field{"period", d.duration(&l.Period)},
-			field{"burst", func(n *yaml.Node, path string) { burstGiven = true; d.integer(&l.Burst, 1)(n, path) }},
+			field{"burst", func(n *yaml.Node, path string) { burstGiven = true; d.integer(&l.Burst, "burst")(n, path) }},
 		)
 		if item.Kind != yaml.MappingNode {
 			return
