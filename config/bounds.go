@@ -27,6 +27,7 @@ var bounds = map[string]bound{
 	"instances":    {1, math.MaxInt32},
 	"denial_cache": {0, math.MaxInt32},
 	"max_keys":     {1024, math.MaxInt32}, // algorithms.WithMaxKeys's least
+	"db":           {0, math.MaxInt32},
 }
 
 // boundOf returns the range of the integer field name. A name missing from

@@ -20,6 +20,7 @@ var boundFiles = map[string]struct{ file, path string }{
 	"instances":    {"redis:\n  url: redis://a:6379\n  instances: %s\n" + okPolicy, "redis.instances"},
 	"denial_cache": {"redis:\n  url: redis://a:6379\n  denial_cache: %s\n" + okPolicy, "redis.denial_cache"},
 	"max_keys":     {"memory:\n  max_keys: %s\n" + okPolicy, "memory.max_keys"},
+	"db":           {"redis:\n  addr: a:6379\n  db: %s\n" + okPolicy, "redis.db"},
 }
 
 var okPolicy = minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n")

@@ -10,7 +10,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -112,45 +111,6 @@ func findAlias(n *yaml.Node) *yaml.Node {
 		}
 	}
 	return nil
-}
-
-// redis decodes the redis section.
-func (d *decoder) redis(n *yaml.Node, path string) *Redis {
-	r := &Redis{FailureMode: "local", Instances: 1}
-	d.mapping(n, path,
-		field{"url", d.str(&r.URL)},
-		field{"url_env", d.str(&r.URLEnv)},
-		field{"dial_timeout", d.duration(&r.DialTimeout)},
-		field{"read_timeout", d.duration(&r.ReadTimeout)},
-		field{"write_timeout", d.duration(&r.WriteTimeout)},
-		field{"pool_size", d.integer(&r.PoolSize, "pool_size")},
-		field{"prefix", d.str(&r.Prefix)},
-		field{"timeout", d.duration(&r.Timeout)},
-		field{"failure_mode", d.oneOf(&r.FailureMode, "local", "open", "closed")},
-		field{"instances", d.integer(&r.Instances, "instances")},
-		field{"denial_cache", func(n *yaml.Node, path string) {
-			var size int
-			d.integer(&size, "denial_cache")(n, path)
-			r.DenialCache = &size
-		}},
-	)
-	switch {
-	case r.URL == "" && r.URLEnv == "":
-		d.fail(n, path, "give url or url_env")
-	case r.URL != "" && r.URLEnv != "":
-		d.fail(n, path, "give url or url_env, not both")
-	case r.URL != "":
-		if err := checkRedisURL(r.URL); err != nil {
-			d.fail(n, join(path, "url"), "%v", err)
-		}
-	}
-	if r.Prefix != "" {
-		if _, err := algorithms.New(algorithms.NewMemoryStore(algorithms.WithPrefix(r.Prefix)),
-			algorithms.FixedWindow, algorithms.PerSecond(1)); err != nil {
-			d.fail(n, join(path, "prefix"), "must be 1 to 64 bytes without braces")
-		}
-	}
-	return r
 }
 
 // key decodes a policy's key: "ip", or a mapping with a kind.

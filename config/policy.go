@@ -1,14 +1,11 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -249,18 +246,6 @@ func validName(s string) bool {
 		}
 	}
 	return true
-}
-
-// checkRedisURL parses a Redis URL as the store will. Its error never
-// repeats the URL, which may hold a password.
-func checkRedisURL(s string) error {
-	if _, err := url.Parse(s); err != nil {
-		return errors.New("not a URL (not repeated here: it may hold a password)")
-	}
-	if _, err := redis.ParseURL(s); err != nil {
-		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "redis: "))
-	}
-	return nil
 }
 
 // checkPattern reports whether chi accepts pattern: chi panics on a

@@ -54,7 +54,11 @@ func (c *Config) Build(opts ...Option) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := newStore(c, settingsOf(c), o)
+	settings, err := settingsOf(c, o)
+	if err != nil {
+		return nil, err
+	}
+	store, err := newStore(c, settings, o)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +178,10 @@ func (rt *Runtime) Reload(c *Config) error {
 		}
 	}
 	store := old.store
-	settings := settingsOf(c)
+	settings, err := settingsOf(c, rt.opts)
+	if err != nil {
+		return err
+	}
 	fresh := settings != store.settings
 	if fresh {
 		var err error
@@ -245,11 +252,15 @@ func (rt *Runtime) ReloadFile(path string) error {
 func (rt *Runtime) Config() *Config { return rt.cur.Load().cfg }
 
 // Store describes the store in force, naming no password: "memory (this
-// process only)" or "Redis at host:port db n".
+// process only)", "Redis at host:port db n", "Redis Sentinel master m via
+// host:port, ... db n", "Redis Cluster via host:port, ..." (each with " over
+// TLS" when it is), "Redis through the application's client" or "the
+// application's store".
 func (rt *Runtime) Store() string { return rt.cur.Load().store.desc }
 
-// Close closes the Redis client of the store in force. Requests served
-// afterwards are decided by the store's failure mode.
+// Close closes the store in force: the Redis client this package made for
+// it, not one the application gave (WithRedisClient, WithStore). Requests
+// served afterwards are decided by the store's failure mode.
 func (rt *Runtime) Close() error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
