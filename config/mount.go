@@ -154,8 +154,9 @@ func muxPattern(route Route) (string, error) {
 		case i == last && seg == "" && i > 0:
 			segs[i] = "{$}" // chi's "/a/" is exact; the ServeMux's would be a subtree
 		case strings.ContainsAny(seg, "*{}"):
-			name, ok := strings.CutPrefix(seg, "{")
-			if name, ok = strings.CutSuffix(name, "}"); !ok || strings.ContainsAny(name, "{}:*") || !token.IsIdentifier(name) {
+			name, open := strings.CutPrefix(seg, "{")
+			name, closed := strings.CutSuffix(name, "}")
+			if !open || !closed || !token.IsIdentifier(name) {
 				return "", fmt.Errorf("%q has no ServeMux form (a regular expression, a wildcard within a segment, or a name that is not a Go identifier): mount it on chi", route.Path)
 			}
 		}

@@ -21,6 +21,8 @@ func TestMuxPattern(t *testing.T) {
 		{"/files*", "", "has no ServeMux form"},
 		{"/x/{user-id}", "", "has no ServeMux form"},
 		{"/x/v{n}", "", "has no ServeMux form"},
+		{"/x/n}", "", "has no ServeMux form"},
+		{"/x/{n", "", "has no ServeMux form"},
 	}
 	for _, tt := range tests {
 		got, err := muxPattern(Route{Method: "GET", Path: tt.path})

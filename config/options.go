@@ -124,6 +124,8 @@ func WithRedisClient(c redis.UniversalClient) Option {
 // then have neither a redis nor a memory section (an error otherwise: its
 // limits would not be where it says), and WithStoreOptions does not apply.
 // The store stays the application's: reloads and Close never close it.
+// The middleware's deadline is then its default (middleware.WithTimeout
+// through WithMiddlewareOptions sets another), not the store's.
 func WithStore(s algorithms.Store) Option {
 	return func(o *options) {
 		if s == nil {
