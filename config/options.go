@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
@@ -22,6 +24,8 @@ type options struct {
 	observer  middleware.Observer
 	mwOpts    []middleware.Option
 	storeOpts []algorithms.StoreOption
+	client    redis.UniversalClient // WithRedisClient
+	store     algorithms.Store      // WithStore
 	errs      []error
 }
 
@@ -95,6 +99,43 @@ func WithStoreOptions(opts ...algorithms.StoreOption) Option {
 	return func(o *options) { o.storeOpts = append(o.storeOpts, opts...) }
 }
 
+// WithRedisClient makes the Redis store on the application's own go-redis
+// client (a *redis.Client, a Sentinel FailoverClient, a *redis.ClusterClient)
+// instead of a connection the file names. The file's redis section, if
+// any, then gives only the store's settings (prefix, timeout,
+// failure_mode, instances, denial_cache): a connection, credentials, TLS,
+// timeouts or a pool size there are an error, since the client has its
+// own. The client stays the application's: reloads and Close never close
+// it. Give it ContextTimeoutEnabled, as the clients this package makes
+// have, so that a decision's deadline bounds its commands.
+func WithRedisClient(c redis.UniversalClient) Option {
+	return func(o *options) {
+		if c == nil {
+			o.errs = append(o.errs, fmt.Errorf("%w: WithRedisClient: nil client", ErrInvalid))
+			return
+		}
+		o.client = c
+	}
+}
+
+// WithStore makes every policy's limiters on the application's store
+// (algorithms.NewMemoryStore or algorithms.NewRedisStore, with its own
+// options), shared with the application's other limiters. The file must
+// then have neither a redis nor a memory section (an error otherwise: its
+// limits would not be where it says), and WithStoreOptions does not apply.
+// The store stays the application's: reloads and Close never close it.
+// The middleware's deadline is then its default (middleware.WithTimeout
+// through WithMiddlewareOptions sets another), not the store's.
+func WithStore(s algorithms.Store) Option {
+	return func(o *options) {
+		if s == nil {
+			o.errs = append(o.errs, fmt.Errorf("%w: WithStore: nil store", ErrInvalid))
+			return
+		}
+		o.store = s
+	}
+}
+
 func newOptions(opts []Option) (*options, error) {
 	o := &options{
 		keyFuncs:  map[string]keyfunc.KeyFunc{},
@@ -108,8 +149,13 @@ func newOptions(opts []Option) (*options, error) {
 		}
 		opt(o)
 	}
-	if len(o.errs) > 0 {
+	switch {
+	case len(o.errs) > 0:
 		return nil, o.errs[0]
+	case o.store != nil && o.client != nil:
+		return nil, fmt.Errorf("%w: WithStore and WithRedisClient: give one", ErrInvalid)
+	case o.store != nil && len(o.storeOpts) > 0:
+		return nil, fmt.Errorf("%w: WithStoreOptions with WithStore: give the options where the store is made", ErrInvalid)
 	}
 	return o, nil
 }
