@@ -260,3 +260,52 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A key that owes a charge is not flushed on its caller's goroutine, even
+// by a client that allows it: the charge goes with a call's full time, so
+// a request whose own deadline is all but gone neither loses the charge
+// nor reports a timeout of Redis.
+func TestChargeNotSentInline(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	obs := &storeEvents{errors: map[ErrorKind]int{}}
+	rl, err := New(NewRedisStore(c, WithObserver(obs), WithLogger(quietLogger())), FixedWindow, PerMinute(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rl.(*redisLimiter)
+	ctx := context.Background()
+	if _, err := l.Allow(ctx, "warm", 1); err != nil { // dial and load the script first
+		t.Fatal(err)
+	}
+	if !l.guard.inline {
+		t.Fatal("the client should allow decisions on the caller's goroutine")
+	}
+	b := l.guard.batcher
+	b.mu.Lock()
+	b.chargeLocked(queueKey{l, "k"}, 4, false, 0) // four admitted locally
+	b.mu.Unlock()
+	short, cancel := context.WithTimeout(ctx, 2*minRoundTrip)
+	_, _ = l.Allow(short, "k", 1)
+	cancel()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		res, err := l.Peek(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Remaining <= 10-4-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the charge of 4 never reached Redis: %+v", res)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.errors) != 0 {
+		t.Fatalf("store errors %v; want none", obs.errors)
+	}
+}
