@@ -264,13 +264,13 @@ func (s *syncBuffer) String() string {
 // A key that owes a charge is not flushed on its caller's goroutine, even
 // by a client that allows it: the charge goes with a call's full time, so
 // a request whose own deadline is all but gone neither loses the charge
-// nor reports a timeout of Redis.
+// nor makes Redis look down (five such failures in a row would open the
+// breaker).
 func TestChargeNotSentInline(t *testing.T) {
 	addr := redistest.Standalone(t)
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
-	obs := &storeEvents{errors: map[ErrorKind]int{}}
-	rl, err := New(NewRedisStore(c, WithObserver(obs), WithLogger(quietLogger())), FixedWindow, PerMinute(10))
+	rl, err := New(NewRedisStore(c, WithLogger(quietLogger())), FixedWindow, PerMinute(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,29 +283,33 @@ func TestChargeNotSentInline(t *testing.T) {
 		t.Fatal("the client should allow decisions on the caller's goroutine")
 	}
 	b := l.guard.batcher
-	b.mu.Lock()
-	b.chargeLocked(queueKey{l, "k"}, 4, false, 0) // four admitted locally
-	b.mu.Unlock()
-	short, cancel := context.WithTimeout(ctx, 2*minRoundTrip)
-	_, _ = l.Allow(short, "k", 1)
-	cancel()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		res, err := l.Peek(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Remaining <= 10-4-1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the charge of 4 never reached Redis: %+v", res)
-		}
-		time.Sleep(10 * time.Millisecond)
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6"}
+	for _, key := range keys {
+		b.mu.Lock()
+		b.chargeLocked(queueKey{l, key}, 4, false, 0) // four admitted locally
+		b.mu.Unlock()
+		short, cancel := context.WithTimeout(ctx, minRoundTrip/2) // dropped unsent
+		_, _ = l.Allow(short, key, 1)
+		cancel()
+		time.Sleep(5 * time.Millisecond)
 	}
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if len(obs.errors) != 0 {
-		t.Fatalf("store errors %v; want none", obs.errors)
+	if res, err := l.Allow(ctx, "after", 1); err != nil || res.Decider != DecidedByStore {
+		t.Fatalf("after the charges: %+v %v; want Redis to decide (the breaker closed)", res, err)
+	}
+	for _, key := range keys {
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			res, err := l.Peek(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Remaining <= 10-4-1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the charge of 4 never reached Redis: %+v", key, res)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
