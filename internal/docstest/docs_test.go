@@ -47,6 +47,8 @@ var fragmentImports = []string{
 	"github.com/redlimit/redlimit/keyfunc",
 	"github.com/redlimit/redlimit/metrics",
 	"github.com/redlimit/redlimit/middleware",
+	"github.com/redlimit/redlimit/operator",
+	"github.com/redlimit/redlimit/otelmetrics",
 }
 
 // block is one fenced code block of a Markdown file.
