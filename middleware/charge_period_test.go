@@ -97,9 +97,17 @@ func TestCostAfterAboveQuotaOnePerPeriodRedis(t *testing.T) {
 				if len(starts) < 2 {
 					t.Errorf("%d exports served in %s; want one a period, at least 2", len(starts), span)
 				}
+				// The sliding counter's windows are fixed in time: it lets the
+				// next export through at the same offset into the next window,
+				// which this client, trying every step, sees up to a step
+				// early.
+				least := limit.Period
+				if alg == algorithms.SlidingWindowCounter {
+					least -= step
+				}
 				for i := 1; i < len(starts); i++ {
-					if gap := ends[i].Sub(starts[i-1]); gap < limit.Period {
-						t.Errorf("export %d served within %s of the one before; want a period, %s", i+1, gap, limit.Period)
+					if gap := ends[i].Sub(starts[i-1]); gap < least {
+						t.Errorf("export %d served within %s of the one before; want at least %s", i+1, gap, least)
 					}
 				}
 			})
