@@ -2,8 +2,8 @@ package algorithms
 
 import (
 	"context"
-	"math"
 	"hash/maphash"
+	"math"
 	"sync"
 	"time"
 )
