@@ -313,3 +313,44 @@ func TestChargeNotSentInline(t *testing.T) {
 		}
 	}
 }
+
+// A key is gated from its first local decision until its charges are
+// counted and gateGrace has passed, or, when what it owed was dropped (a
+// reset), gateGrace from then; the gate then ends and nothing is left.
+func TestGateEnds(t *testing.T) {
+	clock := NewManualClock(time.Unix(1_800_000_000, 0))
+	b := newBatcher(1, 100, 256, 64)
+	b.retrying = true // no retrier: this test sends nothing
+	b.clock = clock.Now
+	l := &redisLimiter{alg: FixedWindow, limits: []Limit{PerMinute(10)}, guard: &guard{ids: newCallIDs(), batcher: b}}
+	admit := func() (Result, error) { return Result{Allowed: true, Decider: DecidedLocally}, nil }
+	gated := func(key string) bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.gatedLocked(queueKey{l, key}, clock.Now())
+	}
+	for _, reset := range []bool{false, true} {
+		if _, err := b.decideAndCharge(l, "k", 1, 0, admit); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour)
+		if !gated("k") {
+			t.Fatal("a key that owes is not gated")
+		}
+		if reset {
+			b.forgetCharge(l, "k")
+		} else {
+			b.mu.Lock()
+			taken, _ := b.takeChargeLocked(queueKey{l, "k"})
+			b.mu.Unlock()
+			b.settleCharges([]chargeTaken{taken}, []*scriptCall{{cmd: redis.NewCmdResult("1 1 0 0 0", nil)}})
+		}
+		if !gated("k") {
+			t.Fatalf("reset %v: the gate ended before its grace", reset)
+		}
+		clock.Advance(gateGrace)
+		if gated("k") || len(b.gates) != 0 || b.gated.Load() != 0 || len(b.owed) != 0 {
+			t.Fatalf("reset %v: after the grace gates %v (%d), owed %v; want none", reset, b.gates, b.gated.Load(), b.owed)
+		}
+	}
+}

@@ -23,7 +23,9 @@ import "time"
 // those instances whose charges are still on their way.
 //
 // It costs a decision nothing while no key is gated (one atomic load), and
-// the twin's decision while one is.
+// the twin's decision while one is. At most DefaultMaxOwedKeys keys are
+// gated at once; beyond that a key is not gated, as the charge table
+// refuses a key it has no room for.
 //
 // Proved by TestChargesAcrossInstances.
 
@@ -36,6 +38,9 @@ const gateGrace = 2 * chargeRetryMax
 // counted it) for gateGrace from now. b.mu is held.
 func (b *batcher) gateLocked(key queueKey) {
 	if _, ok := b.gates[key]; !ok {
+		if len(b.gates) >= b.maxOwed {
+			return // bounded as the charges are: see the note above
+		}
 		b.gated.Add(1)
 	}
 	until := time.Time{} // while owed
@@ -61,7 +66,15 @@ func (b *batcher) gatedLocked(key queueKey, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	if until.IsZero() || now.Before(until) {
+	if until.IsZero() {
+		if b.owed[key] != nil {
+			return true
+		}
+		// What it owed was dropped (a reset): its grace starts now.
+		until = now.Add(gateGrace)
+		b.gates[key] = until
+	}
+	if now.Before(until) {
 		return true
 	}
 	delete(b.gates, key)
