@@ -1,6 +1,8 @@
 # Developer and CI entry points for redlimit.
 #
-#   make test                 install redis-server, redis-sentinel, wrk and promtool if possible, then run all tests with -race
+#   make test                 install redis-server, redis-sentinel, wrk and promtool if possible, then run all tests with -race,
+#                             then make test-oldest
+#   make test-oldest [PKG_OLDEST=./...]  vet everything and test a fast subset with the oldest supported Go
 #   make bench [BENCH=re] [COUNT=n] [PKG=./algorithms/...]
 #   make lint                 gofmt, go vet, staticcheck
 #   make run [ARGS="..."]     run the example server
@@ -23,8 +25,17 @@ ARGS     ?=
 # staticcheck is run from the module cache rather than required in go.mod,
 # so the library's users never inherit it as a dependency.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@latest
+# The oldest Go release the modules support (their go.mod's go line), at its
+# latest patch. The go command downloads it from the module proxy on first
+# use, and refuses to run it on a module whose go.mod asks for more.
+GO_OLDEST  ?= go1.25.14
+# What test-oldest runs the tests of: the packages that take seconds. The
+# Redis-heavy algorithms and fault tests (about 5 minutes between them
+# without -race) run under the current Go only, to keep make test within
+# 10 minutes; vet still compiles every package and test under GO_OLDEST.
+PKG_OLDEST ?= ./config/... ./cmd/... ./example/... ./keyfunc/... ./middleware/... ./metrics/... ./lua/... ./internal/breaker/...
 
-.PHONY: test bench lint run fuzz loadtest plots bench-compare bench-http
+.PHONY: test test-oldest bench lint run fuzz loadtest plots bench-compare bench-http
 
 # The real-Redis tests need redis-server and redis-sentinel, and the alert
 # rules' tests (deploy/) promtool; the script installs them where it
@@ -34,6 +45,17 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@latest
 test:
 	bash .ci/install-redis.sh
 	$(GO) test -race -count=1 -p 1 $(PKG)
+	$(MAKE) test-oldest
+
+# Builds, vets and tests with GO_OLDEST, so that nothing newer slips in
+# (a language or library feature, or a dependency whose go.mod asks for
+# more). The bench and plots modules, which make test does not run, are
+# vetted too.
+test-oldest:
+	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
+	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -count=1 -short -p 1 $(PKG_OLDEST)
+	cd bench && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
+	cd docs/plots && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKG)

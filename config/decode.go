@@ -3,14 +3,13 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // decoder walks yaml.Nodes and collects errors that name the file, the
@@ -180,19 +179,24 @@ func (d *decoder) str(dst *string) func(*yaml.Node, string) {
 	}
 }
 
-// integer decodes an integer of at least lo into *dst.
-func (d *decoder) integer(dst *int, lo int) func(*yaml.Node, string) {
+// integer decodes into *dst an integer within the range that bounds gives
+// the field name (the last element of the path, such as "rate").
+func (d *decoder) integer(dst *int, name string) func(*yaml.Node, string) {
+	b := boundOf(name)
 	return func(n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path)
 		if !ok {
 			return
 		}
 		v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+		// YAML makes an integer too long for int64 a float: still an
+		// integer here, out of range.
+		isInt := n.Tag == "!!int" || n.Tag == "!!float" && errors.Is(err, strconv.ErrRange)
 		switch {
-		case err != nil || n.Tag != "!!int":
+		case !isInt || err != nil && !errors.Is(err, strconv.ErrRange):
 			d.fail(n, path, "want an integer, got %q", s)
-		case v < int64(lo) || v > math.MaxInt32:
-			d.fail(n, path, "%d is outside %d..%d", v, lo, math.MaxInt32)
+		case err != nil || v < int64(b.min) || v > int64(b.max):
+			d.fail(n, path, "%s is outside %s", s, b)
 		default:
 			*dst = int(v)
 		}

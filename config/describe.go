@@ -1,7 +1,11 @@
 package config
 
 import (
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
 )
@@ -48,4 +52,38 @@ func (c *Config) Describe() []RouteInfo {
 		out = append(out, info)
 	}
 	return out
+}
+
+// DescribeStore says where the file keeps the counts, as Runtime.Store
+// would once built, but without reading the environment or any file, and
+// naming no password: "memory (this process only)", "Redis at host:port
+// db n", "Redis at the URL in $NAME, else memory", "Redis Sentinel master
+// m via host:port, ... db n", "Redis Cluster via host:port, ...", each
+// Redis one with " over TLS" when it is, or "Redis through the
+// application's client" when the file names no connection.
+func (c *Config) DescribeStore() string {
+	r := c.Redis
+	tls := ""
+	if r != nil && (r.TLS != nil || strings.HasPrefix(r.URL, "rediss:")) {
+		tls = " over TLS"
+	}
+	switch {
+	case r == nil:
+		return "memory (this process only)"
+	case r.URLEnv != "":
+		return "Redis at the URL in $" + r.URLEnv + ", else memory" + tls
+	case r.URL != "":
+		ro, err := redis.ParseURL(r.URL)
+		if err != nil {
+			return "Redis at an invalid URL"
+		}
+		return fmt.Sprintf("Redis at %s db %d%s", ro.Addr, ro.DB, tls)
+	case r.Addr != "":
+		return fmt.Sprintf("Redis at %s db %d%s", r.Addr, r.DB, tls)
+	case r.Sentinel != nil:
+		return fmt.Sprintf("Redis Sentinel master %s via %s db %d%s", r.Sentinel.MasterName, strings.Join(r.Sentinel.Addrs, ", "), r.DB, tls)
+	case r.Cluster != nil:
+		return fmt.Sprintf("Redis Cluster via %s%s", strings.Join(r.Cluster.Addrs, ", "), tls)
+	}
+	return "Redis through the application's client"
 }

@@ -1,7 +1,10 @@
 // Package config builds redlimit's middlewares from a YAML file: policies
 // (an algorithm, its limits, how requests are keyed, a cost, plans), the
-// routes they guard, the store (Redis or memory), trusted proxies, shadow
-// mode and networks exempt from limits.
+// routes they guard, the store (memory, or Redis standalone, through
+// Sentinel or a Cluster, with TLS), trusted proxies, shadow mode and
+// networks exempt from limits. The routes mount on chi (Mount) or on a
+// net/http ServeMux (MountMux); the store can also be the application's
+// go-redis client (WithRedisClient) or store (WithStore).
 //
 //	cfg, err := config.Load("redlimit.yaml")           // errors name file:line: field
 //	rt, err := cfg.Build(config.WithKeyFunc("jwt", verifyJWT), config.WithLogger(logger))
@@ -13,7 +16,9 @@
 // A file looks like this:
 //
 //	redis:
-//	  url_env: REDIS_URL            # or url: redis://host:6379/0; none: memory store
+//	  url_env: REDIS_URL            # or url, addr, sentinel or cluster; no redis: memory store
+//	  password_env: REDIS_PASSWORD  # passwords only from the environment
+//	  tls: {ca_file: ca.pem}        # optional; servers are always verified
 //	  timeout: 100ms                # per decision
 //	  failure_mode: local           # local, open or closed
 //	trusted_proxies: [10.0.0.0/8]
@@ -42,7 +47,9 @@
 // Every error Parse, Load, Build and the reloads return wraps ErrInvalid
 // and, where it comes from the file, starts with the file's name, the line
 // and the field: "redlimit.yaml:12: policies.search.limits[0].period: ...".
-// Unknown fields, YAML anchors and aliases are refused.
+// Unknown fields, YAML anchors and aliases are refused, and so is a
+// password written in the file. The command cmd/redlimit-config checks
+// files the same way, for CI pipelines.
 //
 // A Runtime serves the mounted routes behind the policies of one
 // configuration at a time and swaps to a new one atomically: a request

@@ -7,9 +7,11 @@ import (
 	"net/http/httptest"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/config"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // A file of two policies, built with the check of API keys it names,
@@ -87,4 +89,78 @@ routes:
 	// redlimit.yaml:3: policies.login.algorithm: "sliding_window" is not one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket
 	// redlimit.yaml:3: policies.login.limits: missing: at least one {rate, period}
 	// redlimit.yaml:3: policies.login.key: missing: ip, {kind: api_key, ...} or {kind: func, name: ...}
+}
+
+// The store on the application's own go-redis client (here a Sentinel
+// FailoverClient), the file giving only the store's settings, and the
+// routes on a net/http ServeMux. Making the client does not dial Redis:
+// until it is reachable, the store's failure mode decides.
+func Example_applicationClient() {
+	client := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:            "main",
+		SentinelAddrs:         []string{"10.0.0.1:26379", "10.0.0.2:26379"},
+		ContextTimeoutEnabled: true, // a decision's deadline bounds its commands
+	})
+	defer client.Close() // the application's: the runtime never closes it
+
+	cfg, err := config.Parse([]byte(`
+redis: {prefix: myapp, timeout: 100ms, failure_mode: local}
+policies:
+  login:
+    algorithm: sliding_window_log
+    limits: [{rate: 5, period: 1m}]
+    key: ip
+routes:
+  - {method: POST, path: /login, policy: login}
+`), "redlimit.yaml")
+	if err != nil {
+		log.Fatal(err)
+	}
+	rt, err := cfg.Build(config.WithRedisClient(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rt.Close()
+	mux := http.NewServeMux()
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	if err := rt.MountMux(mux, map[string]http.Handler{"POST /login": ok}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rt.Store())
+
+	// A file may not name a connection beside the application's client.
+	cfg, _ = config.Parse([]byte(`
+redis: {addr: "10.0.0.9:6379"}
+policies:
+  login: {algorithm: fixed_window, limits: [{rate: 5, period: 1m}], key: ip}
+routes:
+  - {method: POST, path: /login, policy: login}
+`), "redlimit.yaml")
+	_, err = cfg.Build(config.WithRedisClient(client))
+	fmt.Println(err)
+	// Output:
+	// Redis through the application's client
+	// redlimit.yaml:2: redis.addr: the application gives the Redis client (config.WithRedisClient), which has its own: keep the connection in one place
+}
+
+// The application's store, shared with its own limiters.
+func Example_applicationStore() {
+	store := memstore.New()
+	cfg, err := config.Parse([]byte(`
+policies:
+  api: {algorithm: token_bucket, limits: [{rate: 10, period: 1s, burst: 20}], key: ip}
+routes:
+  - {method: GET, path: "/api/*", policy: api}
+`), "redlimit.yaml")
+	if err != nil {
+		log.Fatal(err)
+	}
+	rt, err := cfg.Build(config.WithStore(store))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rt.Close() // leaves the store open
+	fmt.Println(rt.Store())
+	// Output:
+	// the application's store
 }

@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
@@ -24,6 +27,8 @@ type options struct {
 	mwOpts    []middleware.Option
 	memOpts   []memstore.Option
 	redisOpts []redisstore.Option
+	client    redis.UniversalClient // WithRedisClient
+	store     algorithms.Store      // WithStore
 	errs      []error
 }
 
@@ -90,9 +95,9 @@ func WithMiddlewareOptions(opts ...middleware.Option) Option {
 	return func(o *options) { o.mwOpts = append(o.mwOpts, opts...) }
 }
 
-// WithMemoryStoreOptions adds options to a memory store, after those the
-// file sets (a clock for tests). They are part of the store's settings: a
-// store is kept across reloads, so they apply from Build on.
+// WithMemoryStoreOptions adds options to a memory store, after those the file sets
+// (a clock for tests). They are part of the store's settings: a store is
+// kept across reloads, so they apply from Build on.
 func WithMemoryStoreOptions(opts ...memstore.Option) Option {
 	return func(o *options) { o.memOpts = append(o.memOpts, opts...) }
 }
@@ -101,6 +106,43 @@ func WithMemoryStoreOptions(opts ...memstore.Option) Option {
 // file sets, as WithMemoryStoreOptions does for a memory store.
 func WithRedisStoreOptions(opts ...redisstore.Option) Option {
 	return func(o *options) { o.redisOpts = append(o.redisOpts, opts...) }
+}
+
+// WithRedisClient makes the Redis store on the application's own go-redis
+// client (a *redis.Client, a Sentinel FailoverClient, a *redis.ClusterClient)
+// instead of a connection the file names. The file's redis section, if
+// any, then gives only the store's settings (prefix, timeout,
+// failure_mode, instances, denial_cache): a connection, credentials, TLS,
+// timeouts or a pool size there are an error, since the client has its
+// own. The client stays the application's: reloads and Close never close
+// it. Give it ContextTimeoutEnabled, as the clients this package makes
+// have, so that a decision's deadline bounds its commands.
+func WithRedisClient(c redis.UniversalClient) Option {
+	return func(o *options) {
+		if c == nil {
+			o.errs = append(o.errs, fmt.Errorf("%w: WithRedisClient: nil client", ErrInvalid))
+			return
+		}
+		o.client = c
+	}
+}
+
+// WithStore makes every policy's limiters on the application's store
+// (memstore.New or redisstore.New, with its own
+// options), shared with the application's other limiters. The file must
+// then have neither a redis nor a memory section (an error otherwise: its
+// limits would not be where it says), and WithMemoryStoreOptions and WithRedisStoreOptions do not apply.
+// The store stays the application's: reloads and Close never close it.
+// The middleware's deadline is then its default (middleware.WithTimeout
+// through WithMiddlewareOptions sets another), not the store's.
+func WithStore(s algorithms.Store) Option {
+	return func(o *options) {
+		if s == nil {
+			o.errs = append(o.errs, fmt.Errorf("%w: WithStore: nil store", ErrInvalid))
+			return
+		}
+		o.store = s
+	}
 }
 
 func newOptions(opts []Option) (*options, error) {
@@ -116,8 +158,13 @@ func newOptions(opts []Option) (*options, error) {
 		}
 		opt(o)
 	}
-	if len(o.errs) > 0 {
+	switch {
+	case len(o.errs) > 0:
 		return nil, o.errs[0]
+	case o.store != nil && o.client != nil:
+		return nil, fmt.Errorf("%w: WithStore and WithRedisClient: give one", ErrInvalid)
+	case o.store != nil && len(o.memOpts)+len(o.redisOpts) > 0:
+		return nil, fmt.Errorf("%w: store options with WithStore: give the options where the store is made", ErrInvalid)
 	}
 	return o, nil
 }

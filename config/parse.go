@@ -8,10 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/redisstore"
 )
 
 // MaxFileSize bounds a configuration file: real ones are a few kilobytes.
@@ -65,7 +64,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	d.mapping(doc, "",
 		field{"redis", func(n *yaml.Node, path string) { redis = d.redis(n, path) }},
 		field{"memory", func(n *yaml.Node, path string) {
-			d.mapping(n, path, field{"max_keys", d.integer(&c.Memory.MaxKeys, 1024)})
+			d.mapping(n, path, field{"max_keys", d.integer(&c.Memory.MaxKeys, "max_keys")})
 		}},
 		field{"failure_policy", d.oneOf(&c.FailurePolicy, "closed", "open")},
 		field{"trusted_proxies", d.prefixes(&c.TrustedProxies)},
@@ -114,44 +113,6 @@ func findAlias(n *yaml.Node) *yaml.Node {
 	return nil
 }
 
-// redis decodes the redis section.
-func (d *decoder) redis(n *yaml.Node, path string) *Redis {
-	r := &Redis{FailureMode: "local", Instances: 1}
-	d.mapping(n, path,
-		field{"url", d.str(&r.URL)},
-		field{"url_env", d.str(&r.URLEnv)},
-		field{"dial_timeout", d.duration(&r.DialTimeout)},
-		field{"read_timeout", d.duration(&r.ReadTimeout)},
-		field{"write_timeout", d.duration(&r.WriteTimeout)},
-		field{"pool_size", d.integer(&r.PoolSize, 1)},
-		field{"prefix", d.str(&r.Prefix)},
-		field{"timeout", d.duration(&r.Timeout)},
-		field{"failure_mode", d.oneOf(&r.FailureMode, "local", "open", "closed")},
-		field{"instances", d.integer(&r.Instances, 1)},
-		field{"denial_cache", func(n *yaml.Node, path string) {
-			var size int
-			d.integer(&size, 0)(n, path)
-			r.DenialCache = &size
-		}},
-	)
-	switch {
-	case r.URL == "" && r.URLEnv == "":
-		d.fail(n, path, "give url or url_env")
-	case r.URL != "" && r.URLEnv != "":
-		d.fail(n, path, "give url or url_env, not both")
-	case r.URL != "":
-		if err := checkRedisURL(r.URL); err != nil {
-			d.fail(n, join(path, "url"), "%v", err)
-		}
-	}
-	if r.Prefix != "" {
-		if err := redisstore.CheckPrefix(r.Prefix); err != nil {
-			d.fail(n, join(path, "prefix"), "must be 1 to 64 bytes without braces")
-		}
-	}
-	return r
-}
-
 // key decodes a policy's key: "ip", or a mapping with a kind.
 func (d *decoder) key(n *yaml.Node, path string) Key {
 	k := Key{IPv6Prefix: keyfunc.DefaultIPv6Prefix, Header: "X-API-Key", at: position{n.Line, path}}
@@ -168,7 +129,7 @@ func (d *decoder) key(n *yaml.Node, path string) Key {
 	}
 	d.mapping(n, path,
 		field{"kind", d.oneOf(&k.Kind, KeyIP, KeyAPIKey, KeyFunc)},
-		field{"ipv6_prefix", d.integer(&k.IPv6Prefix, 0)},
+		field{"ipv6_prefix", d.integer(&k.IPv6Prefix, "ipv6_prefix")},
 		field{"header", d.str(&k.Header)},
 		field{"known_keys", d.str(&k.KnownKeys)},
 		field{"name", d.str(&k.Func)},
@@ -202,10 +163,6 @@ func (d *decoder) key(n *yaml.Node, path string) Key {
 		}
 	}
 	switch k.Kind {
-	case KeyIP:
-		if k.IPv6Prefix > 128 {
-			d.fail(n, join(path, "ipv6_prefix"), "%d is outside 0..128", k.IPv6Prefix)
-		}
 	case KeyAPIKey:
 		if !validHeaderName(k.Header) {
 			d.fail(n, join(path, "header"), "%q is not a header name", k.Header)

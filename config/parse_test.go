@@ -15,7 +15,10 @@ import (
 
 // valid is a file that uses every field.
 const valid = `redis:
-  url: redis://:secret@127.0.0.1:6390/2
+  url: redis://127.0.0.1:6390/2
+  username: app
+  password_env: REDLIMIT_TEST_PASSWORD
+  tls: {ca_file: ca.pem, cert_file: client.pem, key_file: client.key, server_name: redis.internal}
   dial_timeout: 1s
   read_timeout: 500ms
   write_timeout: 500ms
@@ -73,9 +76,12 @@ func TestParseValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	denials := 0
-	wantRedis := &Redis{URL: "redis://:secret@127.0.0.1:6390/2", DialTimeout: time.Second,
+	wantRedis := &Redis{URL: "redis://127.0.0.1:6390/2", Username: "app", PasswordEnv: "REDLIMIT_TEST_PASSWORD",
+		TLS:         &TLS{CAFile: "ca.pem", CertFile: "client.pem", KeyFile: "client.key", ServerName: "redis.internal"},
+		DialTimeout: time.Second,
 		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, PoolSize: 20,
-		Prefix: "app", Timeout: 50 * time.Millisecond, FailureMode: "closed", Instances: 3, DenialCache: &denials}
+		Prefix: "app", Timeout: 50 * time.Millisecond, FailureMode: "closed", Instances: 3, DenialCache: &denials,
+		at: position{2, "redis"}}
 	if !reflect.DeepEqual(c.Redis, wantRedis) {
 		t.Errorf("redis %+v, want %+v", c.Redis, wantRedis)
 	}
@@ -222,8 +228,6 @@ func TestParseErrors(t *testing.T) {
 			[]string{`t.yaml:1: shadow: want true or false, got "yes"`}},
 		{"failure policy", "failure_policy: local\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
 			[]string{`t.yaml:1: failure_policy: "local" is not one of closed, open`}},
-		{"redis without url", "redis: {pool_size: 3}\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
-			[]string{"t.yaml:1: redis: give url or url_env"}},
 		{"redis bad scheme", "redis: {url: \"http://a:6379\"}\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
 			[]string{"t.yaml:1: redis.url: invalid URL scheme: http"}},
 		{"redis bad prefix", "redis: {url: \"redis://a:6379\", prefix: \"a{b}\"}\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),

@@ -1,15 +1,12 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/redis/go-redis/v9"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/memstore"
@@ -30,7 +27,7 @@ func (d *decoder) policy(k, n *yaml.Node, path string, shadow bool) *Policy {
 		field{"algorithm", d.str(&alg)},
 		field{"limits", func(n *yaml.Node, _ string) { limitsNode = n }},
 		field{"key", func(n *yaml.Node, path string) { keyNode = n; p.Key = d.key(n, path) }},
-		field{"cost", d.integer(&p.Cost, 1)},
+		field{"cost", d.integer(&p.Cost, "cost")},
 		field{"shadow", d.boolean(&p.Shadow)},
 		field{"delay", d.duration(&p.Delay)},
 		field{"plan_resolver", func(n *yaml.Node, path string) {
@@ -141,9 +138,9 @@ func (d *decoder) limitList(parent, n *yaml.Node, path string, alg algorithms.Al
 		var l algorithms.Limit
 		burstGiven := false
 		d.mapping(item, path,
-			field{"rate", d.integer(&l.Rate, 1)},
+			field{"rate", d.integer(&l.Rate, "rate")},
 			field{"period", d.duration(&l.Period)},
-			field{"burst", func(n *yaml.Node, path string) { burstGiven = true; d.integer(&l.Burst, 1)(n, path) }},
+			field{"burst", func(n *yaml.Node, path string) { burstGiven = true; d.integer(&l.Burst, "burst")(n, path) }},
 		)
 		if item.Kind != yaml.MappingNode {
 			return
@@ -250,18 +247,6 @@ func validName(s string) bool {
 		}
 	}
 	return true
-}
-
-// checkRedisURL parses a Redis URL as the store will. Its error never
-// repeats the URL, which may hold a password.
-func checkRedisURL(s string) error {
-	if _, err := url.Parse(s); err != nil {
-		return errors.New("not a URL (not repeated here: it may hold a password)")
-	}
-	if _, err := redis.ParseURL(s); err != nil {
-		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "redis: "))
-	}
-	return nil
 }
 
 // checkPattern reports whether chi accepts pattern: chi panics on a

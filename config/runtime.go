@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 )
 
 // RetireAfter is how long a store replaced by a reload keeps its Redis
@@ -54,7 +51,11 @@ func (c *Config) Build(opts ...Option) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := newStore(c, settingsOf(c), o)
+	settings, err := settingsOf(c, o)
+	if err != nil {
+		return nil, err
+	}
+	store, err := newStore(c, settings, o)
 	if err != nil {
 		return nil, err
 	}
@@ -66,85 +67,6 @@ func (c *Config) Build(opts ...Option) (*Runtime, error) {
 	rt := &Runtime{opts: o}
 	rt.cur.Store(g)
 	return rt, nil
-}
-
-// Mount registers each handler on r at its route, "METHOD /pattern" as in
-// the file's routes ("GET /api/items"), behind the route's policy. The
-// handlers must match the file's routes one for one (a route without a
-// handler, or a handler without a route, is an error wrapping ErrInvalid
-// and nothing is mounted), so a typo on either side is found at start-up.
-// Mount is called once; routes that no policy limits are registered on r
-// directly.
-func (rt *Runtime) Mount(r chi.Router, handlers map[string]http.Handler) error {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.mounted != nil {
-		return fmt.Errorf("%w: Mount called twice", ErrInvalid)
-	}
-	g := rt.cur.Load()
-	want := map[string]bool{}
-	for _, route := range g.cfg.Routes {
-		want[route.ID()] = true
-	}
-	var problems []string
-	for id, h := range handlers {
-		switch {
-		case !want[id]:
-			problems = append(problems, fmt.Sprintf("handler %q has no route in %s", id, g.cfg.Name))
-		case h == nil:
-			problems = append(problems, fmt.Sprintf("handler %q is nil", id))
-		}
-	}
-	for _, route := range g.cfg.Routes {
-		if handlers[route.ID()] == nil {
-			problems = append(problems, fmt.Sprintf("%s:%d: route %s has no handler", g.cfg.Name, route.at.line, route.ID()))
-		}
-	}
-	if len(problems) > 0 {
-		sort.Strings(problems)
-		return fmt.Errorf("%w: Mount: %s", ErrInvalid, strings.Join(problems, "; "))
-	}
-	ms := make([]*mounted, len(g.cfg.Routes))
-	for i, route := range g.cfg.Routes {
-		ms[i] = &mounted{rt: rt, index: i, route: route, h: handlers[route.ID()]}
-	}
-	// Published before the router can route to them.
-	next := *g
-	next.handlers = wrap(&next, ms)
-	rt.mounted = ms
-	rt.cur.Store(&next)
-	return register(r, ms)
-}
-
-// register adds the routes to r. The patterns were checked when parsed,
-// but r's own routes may still clash with them (chi panics then): that is
-// an error, the routes registered before it stay on r, and Mount cannot be
-// called again.
-func register(r chi.Router, ms []*mounted) (err error) {
-	var at *mounted
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: Mount: route %s: the router refused it: %v", ErrInvalid, at.route.ID(), p)
-		}
-	}()
-	for _, m := range ms {
-		at = m
-		r.Method(m.route.Method, m.route.Path, m)
-	}
-	return nil
-}
-
-// wrap puts each mounted route's handler behind its policy in g.
-func wrap(g *generation, ms []*mounted) []http.Handler {
-	byID := map[string]Route{}
-	for _, route := range g.cfg.Routes {
-		byID[route.ID()] = route
-	}
-	hs := make([]http.Handler, len(ms))
-	for i, m := range ms {
-		hs[i] = g.policies[byID[m.route.ID()].Policy](m.h)
-	}
-	return hs
 }
 
 // Reload builds c and swaps it in. On any error the running set stays and
@@ -174,7 +96,10 @@ func (rt *Runtime) Reload(c *Config) error {
 		}
 	}
 	store := old.store
-	settings := settingsOf(c)
+	settings, err := settingsOf(c, rt.opts)
+	if err != nil {
+		return err
+	}
 	fresh := settings != store.settings
 	if fresh {
 		var err error
@@ -245,11 +170,15 @@ func (rt *Runtime) ReloadFile(path string) error {
 func (rt *Runtime) Config() *Config { return rt.cur.Load().cfg }
 
 // Store describes the store in force, naming no password: "memory (this
-// process only)" or "Redis at host:port db n".
+// process only)", "Redis at host:port db n", "Redis Sentinel master m via
+// host:port, ... db n", "Redis Cluster via host:port, ..." (each with " over
+// TLS" when it is), "Redis through the application's client" or "the
+// application's store".
 func (rt *Runtime) Store() string { return rt.cur.Load().store.desc }
 
-// Close closes the Redis client of the store in force. Requests served
-// afterwards are decided by the store's failure mode.
+// Close closes the store in force: the Redis client this package made for
+// it, not one the application gave (WithRedisClient, WithStore). Requests
+// served afterwards are decided by the store's failure mode.
 func (rt *Runtime) Close() error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()

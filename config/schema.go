@@ -37,16 +37,37 @@ type Config struct {
 	Routes   []Route
 }
 
-// Redis is the Redis store's settings. The client is made with go-redis's
-// ParseURL, then the timeouts and pool size given here, with commands
-// bounded by their context's deadline (ContextTimeoutEnabled).
+// Redis is the Redis store's settings. At most one of URL, URLEnv, Addr,
+// Sentinel and Cluster names the connection; with none, the application
+// gives the client (WithRedisClient). The client is made from the
+// connection, then the credentials, TLS, timeouts and pool size given
+// here, with commands bounded by their context's deadline
+// (ContextTimeoutEnabled). Passwords never come from the file: only from
+// the environment variables it names, read when the configuration is built.
 type Redis struct {
-	// URL is redis:// or rediss://, with the database and password if any.
+	// URL is redis:// or rediss://, with the database if any; a password
+	// in it is refused (use URLEnv or PasswordEnv).
 	URL string
 	// URLEnv names an environment variable holding the URL, read when the
 	// configuration is built; when it is unset or empty the memory store is
 	// used instead.
 	URLEnv string
+	// Addr is a standalone server's host:port.
+	Addr string
+	// Sentinel reaches the master that Sentinels name.
+	Sentinel *Sentinel
+	// Cluster reaches a Redis Cluster.
+	Cluster *Cluster
+	// Username is the ACL user; PasswordEnv names the environment variable
+	// holding the password (it must be set when named). With a URL they
+	// replace the URL's.
+	Username    string
+	PasswordEnv string
+	// DB is the database of Addr and Sentinel (a URL gives its own;
+	// a Cluster has only 0).
+	DB int
+	// TLS, when not nil, turns TLS on.
+	TLS *TLS
 	// DialTimeout, ReadTimeout, WriteTimeout and PoolSize override the
 	// URL's (and go-redis's defaults) when not zero.
 	DialTimeout  time.Duration
@@ -66,6 +87,45 @@ type Redis struct {
 	// DenialCache is the size of the cache of Redis's denials; nil keeps
 	// the default, 0 turns it off.
 	DenialCache *int
+
+	at position // the section, for Build's errors
+}
+
+// Sentinel is a master reached through Redis Sentinel (go-redis's
+// FailoverClient): on a failover the client follows the new master.
+type Sentinel struct {
+	// MasterName is the name the Sentinels know the master by.
+	MasterName string
+	// Addrs are the Sentinels' host:port addresses.
+	Addrs []string
+	// Username and PasswordEnv authenticate to the Sentinels themselves,
+	// when they require it; Redis.Username and Redis.PasswordEnv
+	// authenticate to the master.
+	Username    string
+	PasswordEnv string
+}
+
+// Cluster is a Redis Cluster (go-redis's ClusterClient).
+type Cluster struct {
+	// Addrs are host:port addresses of some of its nodes; the client
+	// learns the rest from them.
+	Addrs []string
+}
+
+// TLS configures TLS to Redis (and to the Sentinels). The files are read
+// when the configuration is built; relative paths are from the process's
+// working directory. Certificates are always verified.
+type TLS struct {
+	// CAFile is a PEM file of the certificate authorities to trust instead
+	// of the system's.
+	CAFile string
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// servers that require one; both or neither.
+	CertFile string
+	KeyFile  string
+	// ServerName is the name to verify the server's certificate against;
+	// by default the host being dialled.
+	ServerName string
 }
 
 // Memory is the memory store's settings.

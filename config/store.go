@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,12 +13,33 @@ import (
 	"github.com/redlimit/redlimit/redisstore"
 )
 
-// storeSettings is everything a store is made from. Two configurations
-// with equal settings share one store across a reload, and with it every
-// count.
+// Store kinds: where a store's state is.
+const (
+	storeMemory   = ""
+	storeURL      = "url"      // Redis.URL or URLEnv
+	storeAddr     = "addr"     // Redis.Addr
+	storeSentinel = "sentinel" // Redis.Sentinel
+	storeCluster  = "cluster"  // Redis.Cluster
+	storeClient   = "client"   // WithRedisClient
+	storeApp      = "store"    // WithStore
+)
+
+// storeSettings is everything a store is made from, with the environment
+// read. Two configurations with equal settings share one store across a
+// reload, and with it every count. It holds passwords: it is never
+// printed.
 type storeSettings struct {
-	redis        bool
+	kind         string
 	url          string // resolved from URL or URLEnv
+	addrs        string // Addr, or the Sentinels' or Cluster's, comma-separated
+	master       string
+	username     string
+	password     string
+	sentUser     string
+	sentPassword string
+	db           int
+	tls          TLS
+	tlsOn        bool
 	dialTimeout  time.Duration
 	readTimeout  time.Duration
 	writeTimeout time.Duration
@@ -30,40 +52,125 @@ type storeSettings struct {
 	maxKeys      int
 }
 
-// settingsOf resolves c's store settings, reading URLEnv now.
-func settingsOf(c *Config) storeSettings {
+// settingsOf resolves c's store settings under o, reading the
+// environment variables c names now.
+func settingsOf(c *Config, o *options) (storeSettings, error) {
 	s := storeSettings{maxKeys: c.Memory.MaxKeys, denialCache: -1}
 	r := c.Redis
-	if r == nil {
-		return s
+	switch {
+	case o.store != nil && r != nil:
+		return s, errAt(c, r.at, "the application gives the store (config.WithStore): the file must not configure Redis")
+	case o.store != nil && c.Memory != (Memory{}):
+		return s, fmt.Errorf("%w: %s: memory: the application gives the store (config.WithStore): the file must not configure one", ErrInvalid, c.Name)
+	case o.store != nil:
+		return storeSettings{kind: storeApp}, nil
+	case r == nil && o.client == nil:
+		return s, nil
+	case r == nil:
+		return storeSettings{kind: storeClient, denialCache: -1, instances: 1, failureMode: "local"}, nil
 	}
-	url := r.URL
-	if r.URLEnv != "" {
-		url = os.Getenv(r.URLEnv)
+	given := r.fieldsGiven()
+	switch {
+	case o.client != nil && len(given) > 0:
+		return s, errAt(c, position{r.at.line, join(r.at.path, given[0])},
+			"the application gives the Redis client (config.WithRedisClient), which has its own: keep the connection in one place")
+	case o.client != nil:
+		s.kind = storeClient
+	case r.URL != "" || r.URLEnv != "":
+		url := r.URL
+		if r.URLEnv != "" {
+			if url = os.Getenv(r.URLEnv); url == "" {
+				return s, nil // url_env unset: the memory store
+			}
+		}
+		s.kind, s.url = storeURL, url
+	case r.Addr != "":
+		s.kind, s.addrs = storeAddr, r.Addr
+	case r.Sentinel != nil:
+		s.kind, s.master, s.addrs = storeSentinel, r.Sentinel.MasterName, strings.Join(r.Sentinel.Addrs, ",")
+		s.sentUser = r.Sentinel.Username
+		var err error
+		if s.sentPassword, err = password(c, "sentinel.password_env", r.Sentinel.PasswordEnv); err != nil {
+			return s, err
+		}
+	case r.Cluster != nil:
+		s.kind, s.addrs = storeCluster, strings.Join(r.Cluster.Addrs, ",")
+	default:
+		return s, errAt(c, r.at, "no connection: give one of %s, or the client in code (config.WithRedisClient)",
+			strings.Join(connections, ", "))
 	}
-	if url == "" {
-		return s // url_env unset: the memory store
+	var err error
+	if s.password, err = password(c, "password_env", r.PasswordEnv); err != nil {
+		return s, err
 	}
-	s.redis, s.url = true, url
+	s.username, s.db = r.Username, r.DB
+	if r.TLS != nil {
+		s.tls, s.tlsOn = *r.TLS, true
+	}
 	s.dialTimeout, s.readTimeout, s.writeTimeout, s.poolSize = r.DialTimeout, r.ReadTimeout, r.WriteTimeout, r.PoolSize
 	s.prefix, s.timeout, s.failureMode, s.instances = r.Prefix, r.Timeout, r.FailureMode, r.Instances
 	if r.DenialCache != nil {
 		s.denialCache = *r.DenialCache
 	}
-	return s
+	return s, nil
 }
 
-// openStore is a store made from settings, with its client when it has one.
+// password reads the environment variable env names, if any: named, it
+// must be set, since a missing secret is a deployment's mistake.
+func password(c *Config, field, env string) (string, error) {
+	if env == "" {
+		return "", nil
+	}
+	p := os.Getenv(env)
+	if p == "" {
+		return "", errAt(c, position{c.Redis.at.line, join(c.Redis.at.path, field)}, "the environment variable %s is unset or empty", env)
+	}
+	return p, nil
+}
+
+// fieldsGiven lists the fields of r that only a client this package
+// makes would use.
+func (r *Redis) fieldsGiven() []string {
+	var given []string
+	add := func(name string, set bool) {
+		if set {
+			given = append(given, name)
+		}
+	}
+	add("url", r.URL != "")
+	add("url_env", r.URLEnv != "")
+	add("addr", r.Addr != "")
+	add("sentinel", r.Sentinel != nil)
+	add("cluster", r.Cluster != nil)
+	add("username", r.Username != "")
+	add("password_env", r.PasswordEnv != "")
+	add("db", r.DB != 0)
+	add("tls", r.TLS != nil)
+	add("dial_timeout", r.DialTimeout != 0)
+	add("read_timeout", r.ReadTimeout != 0)
+	add("write_timeout", r.WriteTimeout != 0)
+	add("pool_size", r.PoolSize != 0)
+	return given
+}
+
+// openStore is a store made from settings, with the client this package
+// made for it, if any.
 type openStore struct {
 	settings storeSettings
 	store    algorithms.Store
-	client   *redis.Client // nil for the memory store
-	desc     string        // names no password
+	client   redis.UniversalClient // nil for a memory store and the application's client or store
+	desc     string                // names no password
 }
 
 // newStore makes the store that s describes.
 func newStore(c *Config, s storeSettings, o *options) (*openStore, error) {
-	if !s.redis {
+	switch s.kind {
+	case storeApp:
+		if err := probeStore(o.store); err != nil {
+			return nil, fmt.Errorf("%w: WithStore: %w", ErrInvalid, err)
+		}
+		return &openStore{settings: s, store: o.store, desc: "the application's store"}, nil
+	case storeMemory:
 		var opts []memstore.Option
 		if s.maxKeys > 0 {
 			opts = append(opts, memstore.WithMaxKeys(s.maxKeys))
@@ -74,30 +181,27 @@ func newStore(c *Config, s storeSettings, o *options) (*openStore, error) {
 		}
 		return &openStore{settings: s, store: st, desc: "memory (this process only)"}, nil
 	}
-	where := "redis.url"
-	if c.Redis.URLEnv != "" {
-		where = "redis.url_env (" + c.Redis.URLEnv + ")"
+	open := &openStore{settings: s, client: o.client, desc: "Redis through the application's client"}
+	if s.kind != storeClient {
+		var err error
+		if open.client, open.desc, err = connect(c, s); err != nil {
+			return nil, err
+		}
 	}
-	if err := checkRedisURL(s.url); err != nil {
-		return nil, fmt.Errorf("%w: %s: %s: %w", ErrInvalid, c.Name, where, err)
+	st := redisstore.New(open.client, append(redisStoreOptions(s, o), o.redisOpts...)...)
+	open.store = st
+	if err := probeStore(st); err != nil {
+		open.close()
+		return nil, fmt.Errorf("%w: %s: redis: %w", ErrInvalid, c.Name, err)
 	}
-	ro, _ := redis.ParseURL(s.url) // checked above
-	if s.dialTimeout > 0 {
-		ro.DialTimeout = s.dialTimeout
+	if s.kind == storeClient {
+		open.client = nil // the application's to close
 	}
-	if s.readTimeout > 0 {
-		ro.ReadTimeout = s.readTimeout
-	}
-	if s.writeTimeout > 0 {
-		ro.WriteTimeout = s.writeTimeout
-	}
-	if s.poolSize > 0 {
-		ro.PoolSize = s.poolSize
-	}
-	// Commands bounded by their context's deadline: an idle store's
-	// decisions go out on the caller's goroutine. (Retries are safe: a call
-	// sent again returns its first run's answer.)
-	ro.ContextTimeoutEnabled = true
+	return open, nil
+}
+
+// redisStoreOptions are the Redis store's options that s gives.
+func redisStoreOptions(s storeSettings, o *options) []redisstore.Option {
 	opts := []redisstore.Option{redisstore.WithLogger(o.logger), redisstore.WithInstances(s.instances)}
 	if s.prefix != "" {
 		opts = append(opts, redisstore.WithPrefix(s.prefix))
@@ -117,14 +221,7 @@ func newStore(c *Config, s storeSettings, o *options) (*openStore, error) {
 	if obs, ok := o.observer.(redisstore.Observer); ok {
 		opts = append(opts, redisstore.WithObserver(obs))
 	}
-	client := redis.NewClient(ro)
-	st := redisstore.New(client, append(opts, o.redisOpts...)...)
-	if err := probeStore(st); err != nil {
-		client.Close()
-		return nil, fmt.Errorf("%w: %s: redis: %w", ErrInvalid, c.Name, err)
-	}
-	return &openStore{settings: s, store: st, client: client,
-		desc: fmt.Sprintf("Redis at %s db %d", ro.Addr, ro.DB)}, nil
+	return opts
 }
 
 // probeStore reports the store's option errors, which algorithms.New
@@ -134,8 +231,16 @@ func probeStore(st algorithms.Store) error {
 	return err
 }
 
-// close closes the store's client, if any.
+// close ends what this package started for the store: the Redis store's
+// background work and the client it made. The application's client and
+// store are left open.
 func (s *openStore) close() {
+	if s.settings.kind == storeApp {
+		return
+	}
+	if rs, ok := s.store.(*redisstore.Store); ok {
+		_ = rs.Close()
+	}
 	if s.client != nil {
 		_ = s.client.Close()
 	}

@@ -6,8 +6,16 @@
 //	REDIS_URL=redis://localhost:6379/0 go run ./example
 //	go run ./example -mint-token alice       # print a demo JWT for alice
 //	go run ./example -config example/redlimit.yaml   # the limits from a file; SIGHUP reloads it
+//	OPERATOR_TOKEN=s3cret go run ./example           # serve the operator handler under /ops/
 //
-// GET / lists the routes and their limits as JSON.
+// GET / lists the routes and their limits as JSON. With -operator-token
+// (or $OPERATOR_TOKEN), requests bearing it ("Authorization: Bearer
+// s3cret") may list the policies, peek at a client and reset it:
+//
+//	curl -H 'Authorization: Bearer s3cret' localhost:8080/ops/policies
+//	curl -X POST -H 'Authorization: Bearer s3cret' 'localhost:8080/ops/policies/login?identity=ip:127.0.0.1'
+//
+// See the operator package and docs/operating.md.
 package main
 
 import (
@@ -37,6 +45,7 @@ import (
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/metrics"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/operator"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
@@ -63,6 +72,7 @@ type options struct {
 	proKeys   string
 	mintToken string
 	instances int
+	opsToken  string
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -76,6 +86,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&c.apiKeys, "api-keys", envOr("API_KEYS", "free-demo-key"), "comma-separated API keys on the free plan (default $API_KEYS)")
 	fs.StringVar(&c.proKeys, "pro-keys", envOr("PRO_KEYS", "pro-demo-key"), "comma-separated API keys on the pro plan (default $PRO_KEYS)")
 	fs.StringVar(&c.mintToken, "mint-token", "", "print an HS256 demo token for this subject, valid one hour, and exit")
+	fs.StringVar(&c.opsToken, "operator-token", "", "serve the operator handler (list policies, peek at and reset a client) under /ops/ to requests with \"Authorization: Bearer <token>\" (default $OPERATOR_TOKEN); empty turns it off; not with -config")
 	fs.IntVar(&c.instances, "instances", 1, "how many instances share the Redis limits: each enforces 1/n of them while Redis cannot decide")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -84,11 +95,20 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		return c, fmt.Errorf("-instances %d: must be at least 1", c.instances)
 	}
 	var clash error
+	tokenSet := false
 	fs.Visit(func(f *flag.Flag) {
+		tokenSet = tokenSet || f.Name == "operator-token"
 		if c.config != "" && (f.Name == "redis" || f.Name == "instances") {
 			clash = fmt.Errorf("-%s does not apply with -config: the file's redis section sets the store", f.Name)
 		}
 	})
+	if !tokenSet {
+		// Not a flag's default: -h would print the token.
+		c.opsToken = os.Getenv("OPERATOR_TOKEN")
+	}
+	if clash == nil && c.config != "" && c.opsToken != "" {
+		clash = errors.New("-operator-token does not apply with -config: the operator handler serves the built-in policies only")
+	}
 	return c, clash
 }
 
@@ -219,11 +239,14 @@ func newAPI(store algorithms.Store, cfg options, logger *slog.Logger, m *metrics
 		return nil, err
 	}
 	r := chi.NewRouter()
+	var ops []operator.Policy
 	for _, rt := range builtinRoutes {
 		limiter, err := algorithms.New(store, rt.Algorithm, rt.Limits...)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", rt.Method, rt.Path, err)
 		}
+		routes := []string{rt.Path} // chi's pattern, what the middleware counts by
+		ops = append(ops, operator.Policy{Name: rt.Policy, Limiter: limiter, Routes: routes})
 		opts := []middleware.Option{
 			middleware.WithKeyFunc(keyFuncs[rt.Key]),
 			middleware.WithLogger(logger),
@@ -239,9 +262,12 @@ func newAPI(store algorithms.Store, cfg options, logger *slog.Logger, m *metrics
 		if len(rt.Plans) > 0 {
 			plans := map[string]algorithms.Limiter{}
 			for name, p := range rt.Plans {
-				if plans[name], err = algorithms.New(store, p.Algorithm, p.Limits...); err != nil {
+				l, err := algorithms.New(store, p.Algorithm, p.Limits...)
+				if err != nil {
 					return nil, fmt.Errorf("%s %s plan %s: %w", rt.Method, rt.Path, name, err)
 				}
+				plans[name] = l
+				ops = append(ops, operator.Policy{Name: rt.Policy + ":" + name, Limiter: l, Routes: routes})
 			}
 			opts = append(opts, middleware.WithLimiterFunc(func(r *http.Request, key string) algorithms.Limiter {
 				return plans[id.plan(r, key)] // nil: the policy's own limiter
@@ -254,6 +280,9 @@ func newAPI(store algorithms.Store, cfg options, logger *slog.Logger, m *metrics
 		r.With(mw).Method(rt.Method, rt.Path, hs[rt.Method+" "+rt.Path])
 	}
 	serveIndex(r, reg, func() []config.RouteInfo { return builtinRoutes })
+	if err := mountOperator(r, cfg.opsToken, ops, logger); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

@@ -17,7 +17,11 @@
 -- and the answer is that of a peek of cost 0 after it. One written
 -- "c<cost>" is a charge, never refused: every limit takes cost units, or
 -- all it has left when that is less (the remaining check reports for cost
--- 0), and the answer is that of a peek of cost 0 after it.
+-- 0), and the answer is that of a peek of cost 0 after it. One written
+-- "o<cost>" is a charge that may overdraw: a limit whose algorithm defines
+-- overdraw (nil for those that cannot) takes cost by it, past what it has
+-- left, so that a charge far above the quota holds the next request back
+-- a whole period; the others take as "c" does.
 -- For each request it runs check for every limit, then commit for every
 -- limit only when all of them allow it, so a request consumes from all
 -- limits or none. Time comes from the Redis server so every application
@@ -126,15 +130,19 @@ end
 
 -- take charges cost units under every limit of the key whose limits' keys
 -- follow KEYS[base], each limit taking what it has left when that is less,
--- and answers as a peek of cost 0 would after it. A charge that took
--- something is kept as a consuming call is, so that a call sent again does
--- not charge twice.
-local function take(base, cost)
+-- or, with over, overdrawing when its algorithm can; it answers as a peek
+-- of cost 0 would after it. A charge that took something is kept as a
+-- consuming call is, so that a call sent again does not charge twice.
+local function take(base, cost, over)
   for i = 1, per do
-    local ok, left = check(i, KEYS[base + i], now, 0, rates[i], periods[i], bursts[i], units[i], 0)
-    local n = math.min(cost, left)
-    if ok and n > 0 then
-      commit(i, KEYS[base + i], now, n, rates[i], periods[i], bursts[i], units[i])
+    local key = KEYS[base + i]
+    local ok, left = check(i, key, now, 0, rates[i], periods[i], bursts[i], units[i], 0)
+    if over and overdraw then
+      if overdraw(i, key, now, cost, rates[i], periods[i], bursts[i], units[i]) then
+        consumed = true
+      end
+    elseif ok and math.min(cost, left) > 0 then
+      commit(i, key, now, math.min(cost, left), rates[i], periods[i], bursts[i], units[i])
       consumed = true
     end
   end
@@ -153,9 +161,9 @@ local function decide_group(n)
     if kind == 'd' then
       -- A reservation: "d<max µs>:<cost>".
       out[#out + 1] = decide((n - 1) * per, tonumber(b), false, tonumber(a))
-    elseif kind == 'c' then
-      -- A charge: "c<cost>".
-      out[#out + 1] = take((n - 1) * per, tonumber(a))
+    elseif kind == 'c' or kind == 'o' then
+      -- A charge: "c<cost>", or "o<cost>" that may overdraw.
+      out[#out + 1] = take((n - 1) * per, tonumber(a), kind == 'o')
     elseif kind == 'r' then
       -- A refund: "r<cost>/<age µs>".
       out[#out + 1] = give_back((n - 1) * per, tonumber(a), tonumber(b) or 0)

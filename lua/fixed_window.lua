@@ -45,3 +45,7 @@ local function refund(i, key, now, cost, since, rate, period, burst, unit)
   redis.call('SET', key, string.format('%d:%d', wend, math.max(count - cost, 0)), 'PX', ttl(wend, now, 1))
   return true
 end
+
+-- A charge above what is left takes what is left: the window stays full
+-- until the units leave it, so there is nothing to overdraw.
+local overdraw = nil

@@ -9,7 +9,8 @@
 -- by as much as drains within maxd: the request proceeds when the excess
 -- has drained. The state then holds the excess as committed,
 -- "<whole>:<fraction>:<excess>", so that a backlog up to capacity plus it
--- is not taken for one a clock that was ahead left.
+-- is not taken for one a clock that was ahead left. A charge may take the
+-- backlog past the capacity too (see overdraw), kept the same way.
 local backlogs = {}
 
 -- state is the stored TAT, with the excess reserved past the capacity
@@ -46,27 +47,50 @@ local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)
     end
   end
   backlogs[i] = backlog
-  if backlog + need <= cap then
+  -- A backlog in debt after a charge reaches twice the capacity: the
+  -- excess is computed without adding need to it first, which could pass
+  -- 2^53.
+  local excess = backlog - (cap - need)
+  if excess <= 0 then
     local after = backlog + need
     return true, math.floor((cap - after) / period), 0, to_us(math.ceil(after / rate), now_us, now, unit)
   end
-  local excess = backlog + need - cap
   if maxd and maxd > 0 and excess <= 2 ^ 53 - 2 * cap then
     local wait = to_us(math.ceil(excess / rate), now_us, now, unit)
     if wait <= maxd then
-      return true, 0, 0, to_us(math.ceil((backlog + need) / rate), now_us, now, unit), wait
+      return true, 0, 0, to_us(math.ceil((cap + excess) / rate), now_us, now, unit), wait
     end
   end
   return false, math.max(math.floor((cap - backlog) / period), 0),
-    to_us(math.ceil((backlog + need - cap) / rate), now_us, now, unit), to_us(math.ceil(backlog / rate), now_us, now, unit)
+    to_us(math.ceil(excess / rate), now_us, now, unit), to_us(math.ceil(backlog / rate), now_us, now, unit)
 end
 
-local function commit(i, key, now_us, cost, rate, period, burst, unit)
+-- put stores the backlog after as of now, with what lies past the
+-- capacity as the excess reserved.
+local function put(key, after, now_us, rate, period, burst, unit)
   local now = in_units(now_us, unit)
-  local after = backlogs[i] + cost * period
   local whole = math.floor(after / rate)
   redis.call('SET', key, state(now + whole, after - whole * rate, math.max(after - burst * period, 0)),
     'PX', ttl(now + math.ceil(after / rate), now_us, unit))
+end
+
+local function commit(i, key, now_us, cost, rate, period, burst, unit)
+  put(key, backlogs[i] + cost * period, now_us, rate, period, burst, unit)
+end
+
+-- overdraw charges cost units after check of cost 0, taking the backlog
+-- past the capacity when it has less room, but not past twice the
+-- capacity less one unit: the next request of cost 1 then waits for a
+-- whole burst to drain, and never longer. The excess is kept as a
+-- reservation's is. A backlog already that long takes nothing. It reports
+-- whether it changed the state.
+local function overdraw(i, key, now_us, cost, rate, period, burst, unit)
+  local high = 2 * burst * period - period
+  if backlogs[i] >= high then
+    return false
+  end
+  put(key, math.min(backlogs[i] + cost * period, high), now_us, rate, period, burst, unit)
+  return true
 end
 
 -- refund moves the TAT back by cost emission intervals, not before now.
@@ -81,10 +105,7 @@ local function refund(i, key, now_us, cost, since_us, rate, period, burst, unit)
     redis.call('UNLINK', key)
     return true
   end
-  local now = in_units(now_us, unit)
-  local whole = math.floor(after / rate)
   -- What stays past the capacity is still reserved, as commit keeps it.
-  redis.call('SET', key, state(now + whole, after - whole * rate, math.max(after - burst * period, 0)),
-    'PX', ttl(now + math.ceil(after / rate), now_us, unit))
+  put(key, after, now_us, rate, period, burst, unit)
   return true
 end

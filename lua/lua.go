@@ -2,10 +2,11 @@
 // algorithm, embedded into the binary.
 //
 // Each script is units.lua (time units), then an algorithm file, which
-// defines three local functions, check(i, key, now, cost, rate, period,
-// burst, unit), commit (the same arguments) and refund(i, key, now, cost,
-// since, rate, period, burst, unit), followed by driver.lua, which runs
-// them for every limit of each request. One call decides one or more keys
+// defines the local functions check(i, key, now, cost, rate, period,
+// burst, unit), commit (the same arguments), refund(i, key, now, cost,
+// since, rate, period, burst, unit) and overdraw (commit's arguments; nil
+// for the fixed window and the sliding log), followed by driver.lua, which
+// runs them for every limit of each request. One call decides one or more keys
 // of one limiter: KEYS holds, key after key, the state of each limit;
 // ARGV[1] lists, per key and separated by commas, the requests' costs,
 // separated by spaces ("1" for one request), decided in that order at one
@@ -17,7 +18,11 @@
 // "r3/2000" refunds up to 3 units consumed at least 2000 µs ago, answering
 // as a peek of cost 0 after it; "c5" charges 5 units, never refused, each
 // limit taking all it has left when that is less, answering as a peek of
-// cost 0 after it); rate, period, burst and unit follow for
+// cost 0 after it; "o5" charges the same way but overdraws where the
+// algorithm can, so that a charge far above the quota holds the next
+// request back a whole period: a bucket goes into debt, down to one unit
+// above minus the burst, and the sliding window counter fills its current
+// window's count up to the rate); rate, period, burst and unit follow for
 // each limit: the period is in units of unit microseconds (1 for most
 // limits), rate and period reduced for the buckets when that keeps their
 // numbers exact (see

@@ -73,6 +73,20 @@ local function commit(i, key, now_us, cost, rate, period, burst, unit)
     'PX', ttl(w[1] + 2 * period, now_us, unit))
 end
 
+-- overdraw charges cost units after check of cost 0, filling the current
+-- window's count up to the rate when less is left: the part of the
+-- previous window's count that fades during this window then frees no
+-- room before the next one. A count already at the rate takes nothing. It
+-- reports whether it changed the state.
+local function overdraw(i, key, now_us, cost, rate, period, burst, unit)
+  local n = math.min(cost, rate - windows[i][2])
+  if n <= 0 then
+    return false
+  end
+  commit(i, key, now_us, n, rate, period, burst, unit)
+  return true
+end
+
 -- refund gives back up to cost units consumed no later than since (µs):
 -- from the current window's count only, not below 0, and not when that
 -- window began after since. It reports whether it changed the state.

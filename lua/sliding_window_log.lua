@@ -149,3 +149,7 @@ local function refund(i, key, now, cost, since, rate, period, burst, unit)
   end
   return changed
 end
+
+-- A charge above what is left takes what is left: the window stays full
+-- until the units leave it, so there is nothing to overdraw.
+local overdraw = nil

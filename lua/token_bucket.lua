@@ -6,7 +6,8 @@
 -- bucket, and the key expires when it refills.
 -- A reservation (maxd > 0, in µs) may take the level below zero, by as
 -- much as refills within maxd: the request proceeds when the level is
--- back at zero, and the requests after it wait for the debt too.
+-- back at zero, and the requests after it wait for the debt too. A charge
+-- may take it below zero too (see overdraw).
 local levels = {}
 
 local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)
@@ -45,11 +46,29 @@ local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)
     to_us(math.ceil((need - tokens) / rate), now_us, now, unit), to_us(math.ceil((cap - tokens) / rate), now_us, now, unit)
 end
 
-local function commit(i, key, now_us, cost, rate, period, burst, unit)
+-- put stores the level left as of now.
+local function put(key, left, now_us, rate, period, burst, unit)
   local now = in_units(now_us, unit)
-  local left = levels[i] - cost * period
   redis.call('HSET', key, 't', string.format('%d', left), 'ts', string.format('%d', now))
   redis.call('PEXPIRE', key, ttl(now + math.ceil((burst * period - left) / rate), now_us, unit))
+end
+
+local function commit(i, key, now_us, cost, rate, period, burst, unit)
+  put(key, levels[i] - cost * period, now_us, rate, period, burst, unit)
+end
+
+-- overdraw charges cost tokens after check of cost 0, taking the level
+-- below zero when it has less, but not below one token more than minus
+-- the burst: the next request of cost 1 then waits for a whole burst to
+-- refill, and never longer. A level already that low (a reservation's
+-- debt) takes nothing. It reports whether it changed the state.
+local function overdraw(i, key, now_us, cost, rate, period, burst, unit)
+  local low = (1 - burst) * period
+  if levels[i] <= low then
+    return false
+  end
+  put(key, math.max(levels[i] - cost * period, low), now_us, rate, period, burst, unit)
+  return true
 end
 
 -- refund puts cost tokens back, the bucket capped at burst: a refund never

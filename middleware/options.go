@@ -117,7 +117,7 @@ func WithFallback(l algorithms.Limiter) Option {
 // application still shares each route's counter. Mounted where no pattern
 // is known yet (a top-level r.Use, a middleware around a whole mux), or
 // with scoping off, the middleware counts all its requests under the key
-// alone.
+// alone. ScopedKey builds a client's key on a route, for Peek and Reset.
 func WithRouteScope(on bool) Option {
 	return func(c *config) { c.routeScope = on }
 }

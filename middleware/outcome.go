@@ -41,8 +41,9 @@ func WithChargeIf(charge func(status int) bool) Option {
 // one is given back (refunder); one above it is charged for the
 // difference once the handler has returned, with algorithms.RateLimiter.Charge, in
 // one atomic step that is never refused: each limit takes the difference,
-// or all it has left when that is less (all its quota at most), so the
-// requests that follow wait for the quota to come back. A limiter without
+// or, when it has less left, all of it and, where the algorithm can, more
+// (a bucket goes into debt), so that a cost far above the quota lets one
+// request through a period. A limiter without
 // Charge is asked with Allow instead, the difference clamped to its
 // quota, then for what is left, in two steps that are not atomic. A
 // charge the limiter cannot make (Redis unreachable) is logged.

@@ -9,15 +9,30 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// scoped prefixes key with the route pattern that matched r, if any. The
-// pattern comes from the server's code, not the client, but is escaped all
-// the same so that the first '|' always ends it, and hashed when long, so
-// keys stay short.
+// ScopedKey returns the key the middleware counts identity's requests
+// under on the route registered as routePattern, for a limiter's Peek and
+// Reset (see the operator package): identity is what the key function
+// returns ("ip:203.0.113.7", "key:"+keyfunc.HashAPIKey(raw), "sub:alice"),
+// routePattern the pattern as given to the router: chi's ("/api/me"; for
+// a middleware a chi group uses, the group's "/g") or http.ServeMux's
+// ("GET /api/me", whose host, if any, is left out as the middleware does).
+// An empty routePattern returns identity itself, the key of a middleware
+// with WithRouteScope(false) or mounted where no pattern is known.
+func ScopedKey(routePattern, identity string) string {
+	return scopeKey(withoutHost(routePattern), identity)
+}
+
+// scoped prefixes key with the route pattern that matched r, if any.
+func scoped(r *http.Request, key string) string {
+	return scopeKey(routeOf(r), key)
+}
+
+// routeOf returns the pattern of the route that matched r, "" if none.
 //
 // A ServeMux pattern's host is left out ("GET api.example.com/items" counts
 // as "GET /items"), so that one handler under several hosts has one budget
 // rather than one per Host header a client sends.
-func scoped(r *http.Request, key string) string {
+func routeOf(r *http.Request) string {
 	pattern := withoutHost(r.Pattern)
 	if rc := chi.RouteContext(r.Context()); rc != nil {
 		p := rc.RoutePattern()
@@ -34,6 +49,13 @@ func scoped(r *http.Request, key string) string {
 			pattern = p
 		}
 	}
+	return pattern
+}
+
+// scopeKey prefixes key with pattern. The pattern comes from the server's
+// code, not the client, but is escaped all the same so that the first '|'
+// always ends it, and hashed when long, so keys stay short.
+func scopeKey(pattern, key string) string {
 	switch {
 	case pattern == "":
 		return key

@@ -17,7 +17,7 @@ func (l *redisLimiter) Charge(ctx context.Context, key string, cost int) (algori
 	if err != nil {
 		return algorithms.Result{}, err
 	}
-	list := "c" + strconv.FormatInt(c, 10)
+	list := "o" + strconv.FormatInt(c, 10)
 	var res []algorithms.Result
 	var id uint64
 	err = l.within(ctx, func(ctx context.Context) error {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 // Random sequences of requests, reservations, refunds and charges on the
 // memory store and on the scripts (in miniredis): every Result must be
 // identical, and with one limit a charge leaves exactly what was left
-// before it less its cost, or nothing when that is less.
+// before it less its cost, or nothing when that is less. A request denied
+// after a charge (a bucket in debt, say) is told a RetryAfter that is
+// exactly enough, and after its ResetAfter the whole quota is back.
 func TestDifferentialCharges(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		for li, limits := range differentialLimits {
@@ -38,9 +41,37 @@ func TestDifferentialChargesClockSteps(t *testing.T) {
 	}
 }
 
+// The same with limits at every scale: a charge's debt stays exact in
+// every unit the limits compute in.
+func TestDifferentialChargesLargeLimits(t *testing.T) {
+	for _, alg := range algorithms.Algorithms {
+		limits := largeLimits
+		if alg == algorithms.SlidingWindowLog {
+			limits = largeLogLimits
+		}
+		for _, l := range limits {
+			t.Run(fmt.Sprintf("%s/%s", alg, l), func(t *testing.T) {
+				t.Parallel()
+				runChargeDifferential(t, alg, []algorithms.Limit{l}, uint64(l.Rate)^uint64(l.Period)+500, false)
+			})
+		}
+	}
+}
+
 func runChargeDifferential(t *testing.T, alg algorithms.Algorithm, limits []algorithms.Limit, seed uint64, clockSteps bool) {
 	p := newDiffPair(t, alg, limits, clockSteps, sweepFor(clockSteps))
 	mem, red, advance, maxCost := p.mem, p.red, p.advance, p.maxCost
+	// The scripts are exact while the times a bucket reaches stay below
+	// 2^53 µs (the year 2255), and a bucket in debt is whole again up to
+	// twice its refill from now: a wait is checked only when the times it
+	// leads to stay in range (a wait, the quota back, then a debt again).
+	var refill time.Duration
+	for _, l := range limits {
+		refill = max(refill, ratemath.WindowOf(alg, l))
+	}
+	tooFar := func(d time.Duration) bool {
+		return p.clock().UnixMicro()+d.Microseconds()+4*refill.Microseconds() >= 1<<53
+	}
 	ctx := context.Background()
 	agree := func(step int, what string, a, b algorithms.Result, errA, errB error) algorithms.Result {
 		t.Helper()
@@ -55,12 +86,18 @@ func runChargeDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 		}
 		return a
 	}
+	allow := func(step int, key string, cost int) algorithms.Result {
+		t.Helper()
+		a, errA := mem.Allow(ctx, key, cost)
+		b, errB := red.Allow(ctx, key, cost)
+		return agree(step, "allow", a, b, errA, errB)
+	}
 	rng := rand.New(rand.NewPCG(seed, uint64(len(alg))))
 	keys := []string{"x", "y"}
 	for step := range 400 {
 		switch r := rng.IntN(10); {
 		case r < 4:
-			advance(time.Duration(rng.Int64N(int64(limits[0].Period/3))) / time.Microsecond * time.Microsecond)
+			advance(time.Duration(rng.Int64N(int64(min(limits[0].Period/3, 30*24*time.Hour)))) / time.Microsecond * time.Microsecond)
 		case r < 6 && clockSteps:
 			advance(-time.Duration(rng.Int64N(int64(limits[0].Period/4))) / time.Microsecond * time.Microsecond)
 		}
@@ -93,14 +130,15 @@ func runChargeDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 		case r < 5 && ratemath.Reserves(alg):
 			// A reservation may leave a debt or a backlog past the
 			// capacity, from which a charge takes nothing.
-			maxDelay := time.Duration(rng.Int64N(int64(limits[0].Period))) / time.Microsecond * time.Microsecond
+			maxDelay := time.Duration(rng.Int64N(int64(min(limits[0].Period, algorithms.MaxDelay)))) / time.Microsecond * time.Microsecond
 			a, errA := mem.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
 			b, errB := red.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
 			agree(step, "reserve", a, b, errA, errB)
 		default:
-			a, errA := mem.Allow(ctx, key, cost)
-			b, errB := red.Allow(ctx, key, cost)
-			agree(step, "allow", a, b, errA, errB)
+			res := allow(step, key, cost)
+			if !res.Allowed && rng.IntN(3) == 0 && !tooFar(res.RetryAfter) {
+				checkWait(t, step, advance, allow, key, cost, res, len(limits) == 1 && rng.IntN(2) == 0)
+			}
 		}
 	}
 }

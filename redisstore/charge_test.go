@@ -10,25 +10,32 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/ratemath"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
 // chargeRetry bounds the RetryAfter of a request of cost 1 right after a
 // charge emptied a quota of 10 per hour: a window waits for its end (the
 // sliding window counter for a tenth of the next one too, when the
-// current count has faded enough); a bucket for one unit, six minutes.
-var chargeRetry = map[algorithms.Algorithm][2]time.Duration{
-	algorithms.FixedWindow:          {59 * time.Minute, time.Hour},
-	algorithms.SlidingWindowLog:     {59 * time.Minute, time.Hour},
-	algorithms.SlidingWindowCounter: {65 * time.Minute, 66 * time.Minute},
-	algorithms.TokenBucket:          {5 * time.Minute, 6 * time.Minute},
-	algorithms.LeakyBucket:          {5 * time.Minute, 6 * time.Minute},
+// current count has faded enough); a bucket for one unit, six minutes,
+// when the charge took what was left, and for a whole burst, an hour,
+// when it asked for more and so left the bucket in debt.
+func chargeRetry(alg algorithms.Algorithm, debt bool) [2]time.Duration {
+	switch {
+	case alg == algorithms.SlidingWindowCounter:
+		return [2]time.Duration{65 * time.Minute, 66 * time.Minute}
+	case ratemath.Reserves(alg) && !debt:
+		return [2]time.Duration{5 * time.Minute, 6 * time.Minute}
+	}
+	return [2]time.Duration{59 * time.Minute, time.Hour}
 }
 
 // A charge within what is left takes exactly its cost; one above it takes
 // what is left, and one above the quota the whole quota, so the next
-// request is refused, with a RetryAfter until a unit comes back. Every
-// algorithm, on memory, Redis and Cluster.
+// request is refused, with a RetryAfter until a unit comes back; a bucket
+// asked for more than it has goes into debt, and the next request waits
+// for a whole burst to refill. Every algorithm, on memory, Redis and
+// Cluster.
 func TestChargeTakesWhatIsLeft(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range algorithms.Algorithms {
@@ -59,8 +66,10 @@ func TestChargeTakesWhatIsLeft(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !r.Allowed || r.Remaining != tc.wantLeft || r.Limit != 10 {
-						t.Fatalf("charge of %d: %+v; want Remaining %d of 10", tc.charge, r, tc.wantLeft)
+					// A bucket in debt refuses even a request of cost 0.
+					debt := ratemath.Reserves(alg) && tc.before+tc.charge > 10
+					if r.Allowed == debt || r.Remaining != tc.wantLeft || r.Limit != 10 {
+						t.Fatalf("charge of %d: %+v; want Remaining %d of 10, allowed %v", tc.charge, r, tc.wantLeft, !debt)
 					}
 					// Exactly what is left passes, one at a time, and no more.
 					for i := range tc.wantLeft + 1 {
@@ -72,7 +81,7 @@ func TestChargeTakesWhatIsLeft(t *testing.T) {
 							t.Fatalf("request %d after the charge: %+v; want %d to pass", i+1, res, tc.wantLeft)
 						}
 						if !res.Allowed {
-							if b := chargeRetry[alg]; res.RetryAfter < b[0] || res.RetryAfter > b[1] {
+							if b := chargeRetry(alg, debt); res.RetryAfter < b[0] || res.RetryAfter > b[1] {
 								t.Errorf("RetryAfter %s, want within [%s, %s]", res.RetryAfter, b[0], b[1])
 							}
 						}

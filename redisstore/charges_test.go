@@ -263,3 +263,99 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A key that owes a charge is not flushed on its caller's goroutine, even
+// by a client that allows it: the charge goes with a call's full time, so
+// a request whose own deadline is all but gone neither loses the charge
+// nor makes Redis look down (five such failures in a row would open the
+// breaker).
+func TestChargeNotSentInline(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	rl, err := algorithms.New(New(c, WithLogger(quietLogger())), algorithms.FixedWindow, algorithms.PerMinute(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rl.(*redisLimiter)
+	ctx := context.Background()
+	if _, err := l.Allow(ctx, "warm", 1); err != nil { // dial and load the script first
+		t.Fatal(err)
+	}
+	if !l.guard.inline {
+		t.Fatal("the client should allow decisions on the caller's goroutine")
+	}
+	b := l.guard.batcher
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6"}
+	for _, key := range keys {
+		b.mu.Lock()
+		b.chargeLocked(queueKey{l, key}, 4, false, 0) // four admitted locally
+		b.mu.Unlock()
+		short, cancel := context.WithTimeout(ctx, minRoundTrip/2) // dropped unsent
+		_, _ = l.Allow(short, key, 1)
+		cancel()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if res, err := l.Allow(ctx, "after", 1); err != nil || res.Decider != algorithms.DecidedByStore {
+		t.Fatalf("after the charges: %+v %v; want Redis to decide (the breaker closed)", res, err)
+	}
+	for _, key := range keys {
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			res, err := l.Peek(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Remaining <= 10-4-1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the charge of 4 never reached Redis: %+v", key, res)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// A key is gated from its first local decision until its charges are
+// counted and gateGrace has passed, or, when what it owed was dropped (a
+// reset), gateGrace from then; the gate then ends and nothing is left.
+func TestGateEnds(t *testing.T) {
+	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
+	b := newBatcher(1, 100, 256, 64)
+	b.retrying = true // no retrier: this test sends nothing
+	b.clock = clock.Now
+	l := &redisLimiter{alg: algorithms.FixedWindow, limits: []algorithms.Limit{algorithms.PerMinute(10)}, guard: &guard{ids: newCallIDs(), batcher: b}}
+	admit := func() (algorithms.Result, error) {
+		return algorithms.Result{Allowed: true, Decider: algorithms.DecidedLocally}, nil
+	}
+	gated := func(key string) bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.gatedLocked(queueKey{l, key}, clock.Now())
+	}
+	for _, reset := range []bool{false, true} {
+		if _, err := b.decideAndCharge(l, "k", 1, 0, admit); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour)
+		if !gated("k") {
+			t.Fatal("a key that owes is not gated")
+		}
+		if reset {
+			b.forgetCharge(l, "k")
+		} else {
+			b.mu.Lock()
+			taken, _ := b.takeChargeLocked(queueKey{l, "k"})
+			b.mu.Unlock()
+			b.settleCharges([]chargeTaken{taken}, []*scriptCall{{cmd: redis.NewCmdResult("1 1 0 0 0", nil)}})
+		}
+		if !gated("k") {
+			t.Fatalf("reset %v: the gate ended before its grace", reset)
+		}
+		clock.Advance(gateGrace)
+		if gated("k") || len(b.gates) != 0 || b.gated.Load() != 0 || len(b.owed) != 0 {
+			t.Fatalf("reset %v: after the grace gates %v (%d), owed %v; want none", reset, b.gates, b.gated.Load(), b.owed)
+		}
+	}
+}

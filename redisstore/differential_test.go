@@ -166,29 +166,37 @@ func runDifferential(t *testing.T, alg algorithms.Algorithm, limits []algorithms
 		if res.Allowed || rng.IntN(3) != 0 || tooFar(res.RetryAfter+res.ResetAfter) {
 			continue
 		}
-		// Waiting one microsecond less than RetryAfter is not enough (and a
-		// denied request consumes nothing, so asking again changes nothing);
-		// waiting exactly RetryAfter is.
-		if res.RetryAfter > time.Microsecond {
-			advance(res.RetryAfter - time.Microsecond)
-			if again := both(step, key, cost); again.Allowed {
-				t.Fatalf("step %d: allowed 1µs before RetryAfter %s: %+v", step, res.RetryAfter, again)
-			}
-			advance(time.Microsecond)
-		} else {
-			advance(res.RetryAfter)
+		checkWait(t, step, advance, both, key, cost, res, len(limits) == 1 && rng.IntN(2) == 0)
+	}
+}
+
+// checkWait holds res, the denial of a request of cost for key, to its
+// RetryAfter: waiting one microsecond less is not enough (and a denied
+// request consumes nothing, so asking again changes nothing); waiting
+// exactly RetryAfter is. With whole (a single limit), after the ResetAfter
+// of a request of cost 1 the whole quota is back. both decides a request
+// on every store under test.
+func checkWait(t *testing.T, step int, advance func(time.Duration), both func(step int, key string, cost int) algorithms.Result,
+	key string, cost int, res algorithms.Result, whole bool) {
+	t.Helper()
+	if res.RetryAfter > time.Microsecond {
+		advance(res.RetryAfter - time.Microsecond)
+		if again := both(step, key, cost); again.Allowed {
+			t.Fatalf("step %d: allowed 1µs before RetryAfter %s: %+v", step, res.RetryAfter, again)
 		}
-		if again := both(step, key, cost); !again.Allowed {
-			t.Fatalf("step %d: denied after waiting RetryAfter %s: %+v", step, res.RetryAfter, again)
-		}
-		// After ResetAfter of a single limit the whole quota is back.
-		if len(limits) == 1 && rng.IntN(2) == 0 {
-			again := both(step, key, 1)
-			advance(again.ResetAfter)
-			full := both(step, key, again.Limit)
-			if !full.Allowed || full.Remaining != 0 {
-				t.Fatalf("step %d: after ResetAfter %s the whole quota %d did not pass: %+v", step, again.ResetAfter, again.Limit, full)
-			}
+		advance(time.Microsecond)
+	} else {
+		advance(res.RetryAfter)
+	}
+	if again := both(step, key, cost); !again.Allowed {
+		t.Fatalf("step %d: denied after waiting RetryAfter %s: %+v", step, res.RetryAfter, again)
+	}
+	if whole {
+		again := both(step, key, 1)
+		advance(again.ResetAfter)
+		full := both(step, key, again.Limit)
+		if !full.Allowed || full.Remaining != 0 {
+			t.Fatalf("step %d: after ResetAfter %s the whole quota %d did not pass: %+v", step, again.ResetAfter, again.Limit, full)
 		}
 	}
 }

@@ -186,13 +186,13 @@ func (b *batcher) ownsChargeLocked(key queueKey) bool { return b.owed[key] != ni
 func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt uint64, decide func() (algorithms.Result, error)) (algorithms.Result, error) {
 	return b.admitLocally(l, key, decide, func(id queueKey) {
 		b.chargeLocked(id, cost, false, doubt)
-		b.gateLocked(id)
 	})
 }
 
 // admitLocally runs decide under b.mu and, for an admission, owe under the
-// same lock. A key that cannot owe (the table is full) is refused without
-// asking decide.
+// same lock; it gates the key whatever decide says (see redis_gate.go). A
+// key that cannot owe (the table is full) is refused without asking
+// decide.
 func (b *batcher) admitLocally(l *redisLimiter, key string, decide func() (algorithms.Result, error), owe func(queueKey)) (algorithms.Result, error) {
 	id := queueKey{l, key}
 	b.mu.Lock()
@@ -201,10 +201,13 @@ func (b *batcher) admitLocally(l *redisLimiter, key string, decide func() (algor
 		return l.uncounted(false, algorithms.DecidedLocally), nil
 	}
 	res, err := decide()
-	if err != nil || !res.Allowed || res.Decider != algorithms.DecidedLocally {
+	if err != nil || res.Decider != algorithms.DecidedLocally {
 		return res, err
 	}
-	owe(id)
+	if res.Allowed {
+		owe(id)
+	}
+	b.gateLocked(id) // after owe: a key that owes is gated until it is paid
 	return res, nil
 }
 
@@ -220,7 +223,6 @@ const (
 // owed only once the call turns out not to have (see learnOutcome).
 func (b *batcher) decideSent(l *redisLimiter, key string, w *waiter, decide func() (algorithms.Result, error)) (algorithms.Result, error) {
 	return b.admitLocally(l, key, decide, func(id queueKey) {
-		b.gateLocked(id)
 		switch w.outcome {
 		case outcomeUnknown:
 			w.localCost = w.cost

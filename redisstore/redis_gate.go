@@ -9,9 +9,11 @@ import (
 // The gate after a fault: Redis's admissions held to the twin's until
 // every instance's charges can have landed.
 //
-// Invariant: while this instance owes Redis a charge for a key, and for
-// gateGrace after its charges were counted, a request Redis admits for
-// the key is admitted only if the local twin admits it too. Other
+// Invariant: once this instance has decided a key locally (admitted or
+// refused), while it owes Redis a charge for the key and for gateGrace
+// after its charges were counted (or after its last local decision, when
+// it owes nothing), a request Redis admits for the key is admitted only if
+// the local twin admits it too. Other
 // instances' charges for the key reach Redis on their own schedule (their
 // next call for it, or their retrier, at most chargeRetryMax apart); until
 // they have, Redis would admit again what their twins admitted during the
@@ -25,7 +27,9 @@ import (
 // those instances whose charges are still on their way.
 //
 // It costs a decision nothing while no key is gated (one atomic load), and
-// the twin's decision while one is.
+// the twin's decision while one is. At most DefaultMaxOwedKeys keys are
+// gated at once; beyond that a key is not gated, as the charge table
+// refuses a key it has no room for.
 //
 // Proved by TestChargesAcrossInstances.
 
@@ -38,6 +42,9 @@ const gateGrace = 2 * chargeRetryMax
 // counted it) for gateGrace from now. b.mu is held.
 func (b *batcher) gateLocked(key queueKey) {
 	if _, ok := b.gates[key]; !ok {
+		if len(b.gates) >= b.maxOwed {
+			return // bounded as the charges are: see the note above
+		}
 		b.gated.Add(1)
 	}
 	until := time.Time{} // while owed
@@ -63,7 +70,15 @@ func (b *batcher) gatedLocked(key queueKey, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	if until.IsZero() || now.Before(until) {
+	if until.IsZero() {
+		if b.owed[key] != nil {
+			return true
+		}
+		// What it owed was dropped (a reset): its grace starts now.
+		until = now.Add(gateGrace)
+		b.gates[key] = until
+	}
+	if now.Before(until) {
 		return true
 	}
 	delete(b.gates, key)

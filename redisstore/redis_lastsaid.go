@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"hash/maphash"
+	"math"
 	"sync"
 	"time"
 
@@ -17,9 +18,10 @@ import (
 // it starts from this instance's share of what Redis said was left (less
 // what this instance owes Redis for the key), not from a full share, for
 // as long as the answer can matter: until its ResetAfter, when the quota is
-// whole again anyway. A bucket's room is taken to refill linearly over
-// that time, as it does; a window's is taken to stay as it was, which errs
-// on the strict side. Later answers start the twin again from them.
+// whole again anyway. A bucket's room is what it lacks to be whole at
+// ResetAfter less what it refills meanwhile at its rate, as it does (a
+// bucket in debt after a charge included); a window's is taken to stay as
+// it was, which errs on the strict side. Later answers start the twin again from them.
 //
 // It is a table of a fixed number of slots, each key hashed to one: a
 // write costs a hash and an uncontended lock, and memory stays fixed
@@ -43,6 +45,7 @@ type saidSlot struct {
 	remaining int64
 	at        time.Time     // when the request was sent
 	whole     time.Duration // ResetAfter: until the quota is whole again
+	index     int           // of the limit the answer describes
 	applied   bool          // the twin has started from it
 }
 
@@ -64,7 +67,7 @@ func (s *lastSaid) remember(l *redisLimiter, key string, at time.Time, res algor
 	}
 	h, sl, mu := s.slot(l, key)
 	mu.Lock()
-	*sl = saidSlot{hash: h, remaining: int64(res.Remaining), at: at, whole: res.ResetAfter}
+	*sl = saidSlot{hash: h, remaining: int64(res.Remaining), at: at, whole: res.ResetAfter, index: res.Index}
 	mu.Unlock()
 }
 
@@ -90,8 +93,15 @@ func (s *lastSaid) take(l *redisLimiter, key string, now time.Time) (int64, bool
 	}
 	room := e.remaining
 	if l.alg == algorithms.TokenBucket || l.alg == algorithms.LeakyBucket {
-		q := int64(ratemath.QuotaOf(l.alg, l.limits[0]))
-		room += (q - room) * int64(max(since, 0)) / int64(e.whole)
+		// A bucket is whole at e.whole and refills at Rate per Period
+		// until then, from wherever it was (a debt included): what it
+		// holds now is the quota less what is still to refill.
+		lim := l.limits[0]
+		if e.index > 0 && e.index < len(l.limits) {
+			lim = l.limits[e.index]
+		}
+		toGo := float64(e.whole-max(since, 0)) * float64(lim.Rate) / float64(lim.Period)
+		room = max(room, int64(ratemath.QuotaOf(l.alg, lim))-int64(math.Ceil(toGo)))
 	}
 	return max(room, 0), true
 }

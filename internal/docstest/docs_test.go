@@ -48,6 +48,8 @@ var fragmentImports = []string{
 	"github.com/redlimit/redlimit/memstore",
 	"github.com/redlimit/redlimit/metrics",
 	"github.com/redlimit/redlimit/middleware",
+	"github.com/redlimit/redlimit/operator",
+	"github.com/redlimit/redlimit/otelmetrics",
 	"github.com/redlimit/redlimit/redisstore",
 }
 

@@ -68,11 +68,13 @@ func ChargeArgs(alg algorithms.Algorithm, limits []algorithms.Limit, key string,
 	if cost < 1 {
 		return 0, fmt.Errorf("%w: charge of %d", algorithms.ErrInvalidCost, cost)
 	}
-	most := 0
+	most := int64(0)
 	for _, l := range limits {
-		most = max(most, QuotaOf(alg, l))
+		most = max(most, int64(QuotaOf(alg, l)))
 	}
-	return int64(min(cost, most)), nil
+	// Twice the largest quota: no limit can take more (a full bucket goes
+	// into a debt of its burst less one unit at most).
+	return min(int64(cost), 2*most), nil
 }
 
 // maxRefundAge bounds the age a refund carries: longer than any period a

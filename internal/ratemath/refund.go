@@ -58,3 +58,55 @@ func (e *Entry) Drained(alg algorithms.Algorithm, nowUS int64, p Params) bool {
 	}
 	return false
 }
+
+// Overdraws reports whether alg can take a charge past what it has left.
+func Overdraws(alg algorithms.Algorithm) bool {
+	return alg == algorithms.SlidingWindowCounter || alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket
+}
+
+// Overdraw charges c units to an entry that Decide has just brought up to
+// now (µs) for a cost of 0, past what it has left, as the scripts'
+// overdraw: the sliding window counter fills its current count up to the
+// rate; the token bucket's level falls by c tokens, but not below one
+// token above minus the burst; the leaky bucket's backlog grows by c units,
+// but not past twice the capacity less one unit, the excess kept as a
+// reservation's. The comparisons divide, so that no product overflows.
+// It reports whether it changed the entry.
+func (e *Entry) Overdraw(alg algorithms.Algorithm, nowUS int64, p Params, c int64) bool {
+	switch alg {
+	case algorithms.SlidingWindowCounter:
+		n := min(c, p.Rate-e.B)
+		if n <= 0 {
+			return false
+		}
+		e.B += n
+		return true
+	case algorithms.TokenBucket:
+		low := (1 - p.Burst) * p.Period
+		if e.A <= low {
+			return false
+		}
+		if c > (e.A-low)/p.Period {
+			e.A = low
+		} else {
+			e.A -= c * p.Period
+		}
+		return true
+	case algorithms.LeakyBucket:
+		now := floorDiv(nowUS, p.Unit)
+		capacity := p.Burst * p.Period
+		high := 2*capacity - p.Period
+		after := (e.A-now)*p.Rate + e.B
+		if after >= high {
+			return false
+		}
+		if c > (high-after)/p.Period {
+			after = high
+		} else {
+			after += c * p.Period
+		}
+		e.A, e.B, e.C = now+after/p.Rate, after%p.Rate, max(after-capacity, 0)
+		return true
+	}
+	return false
+}

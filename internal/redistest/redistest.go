@@ -101,6 +101,14 @@ func StartServer(t testing.TB) *Server {
 	return start(t, pickFreePort, nil)
 }
 
+// StartServerWith starts a server like StartServer, with extra
+// configuration on its command line ("--tls-port", "6380", ...).
+func StartServerWith(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	Require(t)
+	return start(t, pickFreePort, extra)
+}
+
 // Standalone starts a server like StartServer and returns only its address,
 // for the common test that never needs to stop it early. Stop(t, addr) still
 // works on the address.

@@ -1,0 +1,128 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// connect makes the go-redis client that s describes and says where it
+// connects, naming no password. Making a client does not dial: an
+// unreachable Redis is the failure mode's to handle, not Build's.
+func connect(c *Config, s storeSettings) (redis.UniversalClient, string, error) {
+	tc, err := tlsConfig(s)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %s: redis.tls: %w", ErrInvalid, c.Name, err)
+	}
+	// Commands bounded by their context's deadline: an idle store's
+	// decisions go out on the caller's goroutine. (Retries are safe: a call
+	// sent again returns its first run's answer.)
+	switch s.kind {
+	case storeURL, storeAddr:
+		ro := &redis.Options{Addr: s.addrs, DB: s.db}
+		if s.kind == storeURL {
+			if err := checkRedisURL(s.url); err != nil {
+				return nil, "", fmt.Errorf("%w: %s: %s: %w", ErrInvalid, c.Name, urlField(c), err)
+			}
+			ro, _ = redis.ParseURL(s.url) // checked above
+		}
+		if s.username != "" {
+			ro.Username = s.username
+		}
+		if s.password != "" {
+			ro.Password = s.password
+		}
+		if tc != nil {
+			ro.TLSConfig = tc
+		}
+		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolSize = tune(s, ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolSize)
+		ro.ContextTimeoutEnabled = true
+		return redis.NewClient(ro), fmt.Sprintf("Redis at %s db %d%s", ro.Addr, ro.DB, overTLS(ro.TLSConfig)), nil
+	case storeSentinel:
+		fo := &redis.FailoverOptions{MasterName: s.master, SentinelAddrs: strings.Split(s.addrs, ","),
+			SentinelUsername: s.sentUser, SentinelPassword: s.sentPassword,
+			Username: s.username, Password: s.password, DB: s.db, TLSConfig: tc, ContextTimeoutEnabled: true}
+		fo.DialTimeout, fo.ReadTimeout, fo.WriteTimeout, fo.PoolSize = tune(s, 0, 0, 0, 0)
+		return redis.NewFailoverClient(fo), fmt.Sprintf("Redis Sentinel master %s via %s db %d%s",
+			s.master, strings.ReplaceAll(s.addrs, ",", ", "), s.db, overTLS(tc)), nil
+	case storeCluster:
+		co := &redis.ClusterOptions{Addrs: strings.Split(s.addrs, ","), Username: s.username, Password: s.password,
+			TLSConfig: tc, ContextTimeoutEnabled: true}
+		co.DialTimeout, co.ReadTimeout, co.WriteTimeout, co.PoolSize = tune(s, 0, 0, 0, 0)
+		return redis.NewClusterClient(co), fmt.Sprintf("Redis Cluster via %s%s",
+			strings.ReplaceAll(s.addrs, ",", ", "), overTLS(tc)), nil
+	}
+	return nil, "", fmt.Errorf("%w: %s: redis: no connection", ErrInvalid, c.Name)
+}
+
+// urlField names where the URL came from, for errors.
+func urlField(c *Config) string {
+	if c.Redis.URLEnv != "" {
+		return "redis.url_env (" + c.Redis.URLEnv + ")"
+	}
+	return "redis.url"
+}
+
+// tune returns the timeouts and pool size, those s gives in place of the
+// ones passed (a URL's, or go-redis's defaults as zero).
+func tune(s storeSettings, dial, read, write time.Duration, pool int) (time.Duration, time.Duration, time.Duration, int) {
+	if s.dialTimeout > 0 {
+		dial = s.dialTimeout
+	}
+	if s.readTimeout > 0 {
+		read = s.readTimeout
+	}
+	if s.writeTimeout > 0 {
+		write = s.writeTimeout
+	}
+	if s.poolSize > 0 {
+		pool = s.poolSize
+	}
+	return dial, read, write, pool
+}
+
+func overTLS(tc *tls.Config) string {
+	if tc == nil {
+		return ""
+	}
+	return " over TLS"
+}
+
+// tlsConfig reads the files of s's TLS settings; nil when TLS is off.
+// Servers' certificates are always verified: there is no setting to skip
+// it, which would let anyone on the path answer for Redis.
+func tlsConfig(s storeSettings) (*tls.Config, error) {
+	if !s.tlsOn {
+		return nil, nil
+	}
+	// An empty ServerName is the dialled host's: crypto/tls fills it in.
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.tls.ServerName}
+	if s.tls.CAFile != "" {
+		pem, err := os.ReadFile(s.tls.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file %s: %w", s.tls.CAFile, errNoCertificate)
+		}
+		tc.RootCAs = pool
+	}
+	if s.tls.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(s.tls.CertFile, s.tls.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("cert_file and key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// errNoCertificate is a CA file without a PEM certificate.
+var errNoCertificate = errors.New("no PEM certificate in it")
