@@ -27,22 +27,9 @@ func errAt(c *Config, at position, format string, args ...any) error {
 // build makes a generation of c on store.
 func build(c *Config, store *openStore, o *options) (*generation, error) {
 	g := &generation{cfg: c, store: store, policies: map[string]func(http.Handler) http.Handler{}}
-	trust := keyfunc.TrustProxies(c.TrustedProxies...)
-	var skip func(*http.Request) bool
-	if len(c.Skip) > 0 {
-		in, err := keyfunc.ClientIPIn(c.Skip, trust)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: skip.networks: %w", ErrInvalid, c.Name, err)
-		}
-		skip = in
-	}
-	credKey, err := keyfunc.NewIP(trust)
+	common, err := commonOf(c)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: trusted_proxies: %w", ErrInvalid, c.Name, err)
-	}
-	failure := middleware.FailClosed
-	if c.FailurePolicy == "open" {
-		failure = middleware.FailOpen
+		return nil, err
 	}
 	// In name order, so that the first error is the same on every run.
 	names := make([]string, 0, len(c.Policies))
@@ -55,50 +42,9 @@ func build(c *Config, store *openStore, o *options) (*generation, error) {
 		if p == nil {
 			return nil, fmt.Errorf("%w: %s: policy %q is nil", ErrInvalid, c.Name, name)
 		}
-		lim, err := algorithms.New(store.store, p.Algorithm, p.Limits...)
-		if err != nil {
-			return nil, errAt(c, p.at, "%v", err)
-		}
-		kf, err := keyFuncOf(c, p, trust, o)
+		mw, err := policyMiddleware(c, p, common, store, o)
 		if err != nil {
 			return nil, err
-		}
-		opts := []middleware.Option{
-			middleware.WithPolicyName(p.Name),
-			middleware.WithKeyFunc(kf),
-			middleware.WithCredentialFailureKey(credKey),
-			middleware.WithLogger(o.logger),
-			middleware.WithShadow(p.Shadow),
-			middleware.WithFailurePolicy(failure),
-		}
-		if p.Delay > 0 {
-			opts = append(opts, middleware.WithDelay(p.Delay))
-		}
-		if store.settings.timeout > 0 {
-			// The middleware's own deadline would otherwise cut the
-			// store's short at its default.
-			opts = append(opts, middleware.WithTimeout(store.settings.timeout))
-		}
-		if o.observer != nil {
-			opts = append(opts, middleware.WithObserver(o.observer))
-		}
-		if skip != nil {
-			opts = append(opts, middleware.WithSkip(skip))
-		}
-		if p.Cost > 1 {
-			cost := p.Cost
-			opts = append(opts, middleware.WithCost(func(*http.Request) int { return cost }))
-		}
-		if p.PlanResolver != "" {
-			pick, err := planPicker(c, p, store.store, o)
-			if err != nil {
-				return nil, err
-			}
-			opts = append(opts, middleware.WithLimiterFunc(pick))
-		}
-		mw, err := middleware.New(lim, append(opts, o.mwOpts...)...)
-		if err != nil {
-			return nil, errAt(c, p.at, "%v", err)
 		}
 		g.policies[name] = mw
 	}
@@ -109,6 +55,86 @@ func build(c *Config, store *openStore, o *options) (*generation, error) {
 		}
 	}
 	return g, nil
+}
+
+// shared is what every policy's middleware takes from the file's top
+// level.
+type shared struct {
+	trust   keyfunc.IPOption
+	skip    func(*http.Request) bool // nil: none
+	credKey keyfunc.KeyFunc
+	failure middleware.FailurePolicy
+}
+
+// commonOf reads the settings every policy shares.
+func commonOf(c *Config) (shared, error) {
+	sh := shared{trust: keyfunc.TrustProxies(c.TrustedProxies...), failure: middleware.FailClosed}
+	if len(c.Skip) > 0 {
+		in, err := keyfunc.ClientIPIn(c.Skip, sh.trust)
+		if err != nil {
+			return sh, fmt.Errorf("%w: %s: skip.networks: %w", ErrInvalid, c.Name, err)
+		}
+		sh.skip = in
+	}
+	credKey, err := keyfunc.NewIP(sh.trust)
+	if err != nil {
+		return sh, fmt.Errorf("%w: %s: trusted_proxies: %w", ErrInvalid, c.Name, err)
+	}
+	sh.credKey = credKey
+	if c.FailurePolicy == "open" {
+		sh.failure = middleware.FailOpen
+	}
+	return sh, nil
+}
+
+// policyMiddleware builds the middleware of policy p on store.
+func policyMiddleware(c *Config, p *Policy, sh shared, store *openStore, o *options) (func(http.Handler) http.Handler, error) {
+	lim, err := algorithms.New(store.store, p.Algorithm, p.Limits...)
+	if err != nil {
+		return nil, errAt(c, p.at, "%v", err)
+	}
+	kf, err := keyFuncOf(c, p, sh.trust, o)
+	if err != nil {
+		return nil, err
+	}
+	opts := []middleware.Option{
+		middleware.WithPolicyName(p.Name),
+		middleware.WithKeyFunc(kf),
+		middleware.WithCredentialFailureKey(sh.credKey),
+		middleware.WithLogger(o.logger),
+		middleware.WithShadow(p.Shadow),
+		middleware.WithFailurePolicy(sh.failure),
+	}
+	if p.Delay > 0 {
+		opts = append(opts, middleware.WithDelay(p.Delay))
+	}
+	if store.settings.timeout > 0 {
+		// The middleware's own deadline would otherwise cut the
+		// store's short at its default.
+		opts = append(opts, middleware.WithTimeout(store.settings.timeout))
+	}
+	if o.observer != nil {
+		opts = append(opts, middleware.WithObserver(o.observer))
+	}
+	if sh.skip != nil {
+		opts = append(opts, middleware.WithSkip(sh.skip))
+	}
+	if p.Cost > 1 {
+		cost := p.Cost
+		opts = append(opts, middleware.WithCost(func(*http.Request) int { return cost }))
+	}
+	if p.PlanResolver != "" {
+		pick, err := planPicker(c, p, store.store, o)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, middleware.WithLimiterFunc(pick))
+	}
+	mw, err := middleware.New(lim, append(opts, o.mwOpts...)...)
+	if err != nil {
+		return nil, errAt(c, p.at, "%v", err)
+	}
+	return mw, nil
 }
 
 // keyFuncOf builds policy p's key function.

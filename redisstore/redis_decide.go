@@ -168,6 +168,15 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
 	}
+	return l.gaveUp(ctx, key, w, probe, ctxErr)
+}
+
+// gaveUp answers the request of a waiter whose deadline passed (ctxErr
+// nil: the store's; else the context's) before its answer came: by the
+// answer if it came meanwhile, else by the failure mode, charging what
+// the twin admits as the charge line says (see redis_charges.go).
+func (l *redisLimiter) gaveUp(ctx context.Context, key string, w *waiter, probe bool, ctxErr error) (algorithms.Result, error) {
+	g, cost := l.guard, w.cost
 	queued := w.state.CompareAndSwap(waiterQueued, waiterAbandoned)
 	dropped := !queued && w.state.CompareAndSwap(waiterDropped, waiterAbandoned)
 	sent := !queued && !dropped && w.state.CompareAndSwap(waiterSent, waiterAbandoned)
