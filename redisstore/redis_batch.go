@@ -30,6 +30,7 @@ type batcher struct {
 	owed     map[queueKey]*owedCharge
 	maxOwed  int
 	retrying bool // the charge retrier runs
+	closed   bool // the store is closed: nothing more is sent
 
 	// The gate after a fault (see redis_gate.go): keys whose Redis
 	// admissions the twin must confirm, until when (zero: while owed).

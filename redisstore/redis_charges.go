@@ -150,7 +150,16 @@ func (b *batcher) settleCharges(taken []chargeTaken, calls []*scriptCall) bool {
 	all := true
 	for i, c := range taken {
 		o := b.owed[c.key]
+		if o == nil { // dropped meanwhile (the store closed)
+			continue
+		}
 		o.busy = false
+		if calls[i].cmd != nil && errors.Is(calls[i].cmd.Err(), redis.ErrClosed) {
+			// The client is closed: nothing can send it any more.
+			delete(b.owed, c.key)
+			b.ungateLaterLocked(c.key, b.clock())
+			continue
+		}
 		if calls[i].cmd == nil || calls[i].cmd.Err() != nil {
 			all = false
 			continue
@@ -257,9 +266,20 @@ const (
 	chargeRetryMax = 250 * time.Millisecond
 )
 
+// close stops the retrier and drops what is owed: a closed store sends
+// nothing more.
+func (b *batcher) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	clear(b.owed)
+	clear(b.gates)
+	b.gated.Store(0)
+}
+
 // startRetrierLocked starts the retrier unless it runs. b.mu is held.
 func (b *batcher) startRetrierLocked() {
-	if !b.retrying {
+	if !b.retrying && !b.closed {
 		b.retrying = true
 		go b.retryCharges()
 	}
@@ -276,7 +296,7 @@ func (b *batcher) retryCharges() {
 		if len(b.gates) > 0 {
 			b.sweepGatesLocked(b.clock())
 		}
-		if len(b.owed) == 0 && len(b.gates) == 0 {
+		if b.closed || len(b.owed) == 0 && len(b.gates) == 0 {
 			b.retrying = false
 			b.mu.Unlock()
 			return

@@ -148,6 +148,12 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 		// Whether the call ran is unknown unless it never left: what the
 		// twin admits is then charged unless the call ran (see doubtOf).
 		doubt := doubtOf(j.err, j.id)
+		if doubt != 0 && doubt != noCharge && len(j.costs) > 1 {
+			// A call of several requests keeps its reply when it admitted
+			// any of them, so a charge under its id would be swallowed for
+			// those it denied: charge them all, the strict side.
+			doubt = 0
+		}
 		var gone []*waiter
 		for _, w := range j.live {
 			w.doubt = doubt

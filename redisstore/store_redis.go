@@ -107,6 +107,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 func (s *Store) Close() error {
 	if s.guard != nil {
 		s.guard.denials.close()
+		s.guard.batcher.close()
 	}
 	return nil
 }
