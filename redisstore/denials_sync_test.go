@@ -241,10 +241,12 @@ func TestDenialSyncStops(t *testing.T) {
 	}
 }
 
-// waitGoroutines waits up to 2 s for n goroutines to run a denialSync.
+// waitGoroutines waits up to 5 s for n goroutines to run a denialSync: a
+// subscription whose client was closed may first sit out its retry pause
+// (up to retryMax), longer on a loaded machine.
 func waitGoroutines(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); syncGoroutines() != n; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); syncGoroutines() != n; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d subscription goroutines running, want %d", syncGoroutines(), n)
 		}
