@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/internal/ratemath"
 )
 
@@ -219,70 +218,11 @@ func TestMemoryConcurrencyParallel(t *testing.T) {
 	for i := range ls {
 		ls[i] = mustConcurrency(t, store, 5, time.Minute)
 	}
-	r := runConcurrency(t, ls, 5, 50, 20, 2*time.Millisecond)
+	r := storetest.RunConcurrency(t, ls, 5, 50, 20, 2*time.Millisecond)
 	if held := ls[0].(*memoryConcurrency).held("shared"); held != 0 {
 		t.Fatalf("%d leases left held, want 0", held)
 	}
 	t.Logf("memory: %+v", r)
-}
-
-// concurrencyRun is what runConcurrency saw.
-type concurrencyRun struct {
-	Admitted, Denied, MaxInFlight int64
-}
-
-// runConcurrency has goroutines per limiter each make attempts on one key,
-// holding an admitted lease for hold, and checks that the requests in
-// flight (counted between Acquire and Release) never exceed limit, that
-// some were admitted and some denied, and that the store decided them all.
-func runConcurrency(t *testing.T, ls []algorithms.ConcurrencyLimiter, limit, goroutines, attempts int, hold time.Duration) concurrencyRun {
-	t.Helper()
-	var inFlight, maxSeen, admitted, denied atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, len(ls)*goroutines)
-	for _, l := range ls {
-		for range goroutines {
-			wg.Go(func() {
-				ctx := context.Background()
-				for range attempts {
-					lease, err := l.Acquire(ctx, "shared")
-					if err != nil {
-						errs <- err
-						return
-					}
-					if lease.Decider != algorithms.DecidedByStore {
-						errs <- errors.New("decided by " + lease.Decider.String())
-						return
-					}
-					if !lease.Allowed {
-						denied.Add(1)
-						time.Sleep(hold / 2)
-						continue
-					}
-					admitted.Add(1)
-					n := inFlight.Add(1)
-					for m := maxSeen.Load(); n > m && !maxSeen.CompareAndSwap(m, n); m = maxSeen.Load() {
-					}
-					time.Sleep(hold)
-					inFlight.Add(-1)
-					if err := lease.Release(ctx); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	r := concurrencyRun{admitted.Load(), denied.Load(), maxSeen.Load()}
-	if r.MaxInFlight > int64(limit) || r.Admitted == 0 || r.Denied == 0 {
-		t.Fatalf("%+v: want at most %d in flight, some admitted and some denied", r, limit)
-	}
-	return r
 }
 
 // The hold-time estimate weighs each release 1/8, and a fixed value wins.

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -29,7 +30,7 @@ func testConcurrencyShared(t *testing.T, newClient func() redis.UniversalClient)
 		// would be this instance's own, not the shared limit under test.
 		ls[i] = mustConcurrency(t, New(c, WithTimeout(5*time.Second)), limit, 10*time.Second)
 	}
-	r := runConcurrency(t, ls, limit, 50, 10, 3*time.Millisecond)
+	r := storetest.RunConcurrency(t, ls, limit, 50, 10, 3*time.Millisecond)
 	t.Logf("%+v", r)
 	n, err := c.Exists(context.Background(), "rl:{shared}:cc").Result()
 	if err != nil || n != 0 {

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,38 +24,6 @@ const ms = time.Millisecond
 var start = time.Unix(1_800_000_000, 0)
 
 var prefixes atomic.Int64
-
-// compareResult returns what differs between got and want, durations
-// within tol.
-func compareResult(got, want algorithms.Result, tol time.Duration) string {
-	var diffs []string
-	if got.Allowed != want.Allowed {
-		diffs = append(diffs, "Allowed")
-	}
-	if got.Limit != want.Limit {
-		diffs = append(diffs, "Limit")
-	}
-	if got.Remaining != want.Remaining {
-		diffs = append(diffs, "Remaining")
-	}
-	if got.Period != want.Period {
-		diffs = append(diffs, "Period")
-	}
-	if got.Index != want.Index {
-		diffs = append(diffs, "Index")
-	}
-	near := func(a, b time.Duration) bool { d := a - b; return d <= tol && d >= -tol }
-	if !near(got.RetryAfter, want.RetryAfter) || (got.RetryAfter == 0) != (want.RetryAfter == 0) {
-		diffs = append(diffs, "RetryAfter")
-	}
-	if !near(got.ResetAfter, want.ResetAfter) {
-		diffs = append(diffs, "ResetAfter")
-	}
-	if len(diffs) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%s differ (tolerance %s)", strings.Join(diffs, ", "), tol)
-}
 
 func TestConformanceMiniredis(t *testing.T) {
 	storetest.RunClocked(t, func(t *testing.T) (algorithms.Store, func(time.Duration)) {

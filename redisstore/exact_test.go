@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/internal/ratemath"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memstore"
@@ -253,7 +254,7 @@ func TestLargeLimitsOnRedis(t *testing.T) {
 						// the request fits, a round trip apart.
 						continue
 					}
-					if msg := compareResult(got, want, 100*ms); msg != "" {
+					if msg := storetest.CompareResult(got, want, 100*ms); msg != "" {
 						t.Errorf("%s %s %s cost %d: %s\n got  %+v\n want %+v", name, alg, l, cost, msg, got, want)
 					}
 				}

@@ -114,7 +114,7 @@ func runSequence(t *testing.T, newStore newRun, seq sequence, realTime bool) (mi
 		if realTime && time.Since(first)-s.at > maxLateness {
 			late = true
 		}
-		if msg := compareResult(got, s.want, tol); msg != "" {
+		if msg := CompareResult(got, s.want, tol); msg != "" {
 			mismatches = append(mismatches, fmt.Sprintf("step %d (at %s, limiter %d, key %q, cost %d): %s\n got  %+v\n want %+v",
 				i, s.at, s.limiter, key, cost, msg, got, s.want))
 		}
@@ -122,9 +122,9 @@ func runSequence(t *testing.T, newStore newRun, seq sequence, realTime bool) (mi
 	return mismatches, late
 }
 
-// compareResult returns what differs between got and want, durations
-// within tol.
-func compareResult(got, want algorithms.Result, tol time.Duration) string {
+// CompareResult returns what differs between got and want, durations
+// within tol, or "" when nothing does.
+func CompareResult(got, want algorithms.Result, tol time.Duration) string {
 	var diffs []string
 	if got.Allowed != want.Allowed {
 		diffs = append(diffs, "Allowed")
