@@ -154,55 +154,16 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) (err error) {
 		logf("stopped everything it started; %s in all", time.Since(begin).Round(100*time.Millisecond))
 	}()
 
-	logf("building the example")
-	bin, err := buildExample(ctx, cfg.goTool, dir)
+	lims, err := setUp(ctx, cfg, c, logf)
 	if err != nil {
 		return err
 	}
-	if err := c.startRedis(ctx); err != nil {
-		return err
-	}
-	logf("redis-server %s (pid %d) on %s", c.redisVersion(ctx), c.redis.cmd.Process.Pid, c.redisAddr)
-	if err := c.startInstances(ctx, bin, cfg.instances); err != nil {
-		return err
-	}
-	for i, p := range c.instances {
-		logf("example instance %d (pid %d) on %s answers GET /", i, p.cmd.Process.Pid, c.addrs[i])
-	}
-	floodAlg, floodLimits, err := c.limitsOf(ctx, "/api/items")
-	if err != nil {
-		return err
-	}
-	spreadAlg, spreadLimits, err := c.limitsOf(ctx, "/api/search")
-	if err != nil {
-		return err
-	}
-
 	fmt.Fprintf(out, "redlimit load test: %d instances of the example on %s sharing redis-server %s; %d CPUs; %s per scenario, %d workers, keep-alive %t\n\n",
 		cfg.instances, strings.Join(c.addrs, ", "), c.redisVersion(ctx), runtime.NumCPU(), cfg.duration, cfg.workers, cfg.keepAlive)
-	s := &scenario{
-		cl:        newClients(c.addrs, cfg.workers*cfg.instances, cfg.workers, cfg.keepAlive),
-		cluster:   c,
-		instances: cfg.instances,
-		duration:  cfg.duration,
-		workers:   cfg.workers,
-	}
-	var failures int
-	logf("scenario 1: one-key flood for %s", cfg.duration)
-	offs := c.logOffsets()
-	r, err := s.flood(ctx, "/api/items", floodAlg, floodLimits)
+	failures, err := runScenarios(ctx, cfg, c, lims, out, logf)
 	if err != nil {
 		return err
 	}
-	failures += emit(out, r, c.logSince(offs))
-	logf("scenario 2: %d-key spread for %s", cfg.identities, cfg.duration)
-	offs = c.logOffsets()
-	r, err = s.spread(ctx, "/api/search", spreadAlg, spreadLimits, cfg.identities, cfg.perClient, cfg.seed)
-	if err != nil {
-		return err
-	}
-	failures += emit(out, r, c.logSince(offs))
-
 	for _, p := range c.instances {
 		if p.exited() {
 			failures++
@@ -215,6 +176,69 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) (err error) {
 	}
 	fmt.Fprintf(out, "PASS\n")
 	return nil
+}
+
+// testedLimits are the algorithms and limits of the routes under test, as
+// the example's GET / lists them.
+type testedLimits struct {
+	floodAlg, spreadAlg       string
+	floodLimits, spreadLimits []limitSpec
+}
+
+// setUp builds the example, starts the redis-server and the instances,
+// and reads the limits of the routes under test.
+func setUp(ctx context.Context, cfg config, c *cluster, logf func(string, ...any)) (testedLimits, error) {
+	var lims testedLimits
+	logf("building the example")
+	bin, err := buildExample(ctx, cfg.goTool, c.dir)
+	if err != nil {
+		return lims, err
+	}
+	if err := c.startRedis(ctx); err != nil {
+		return lims, err
+	}
+	logf("redis-server %s (pid %d) on %s", c.redisVersion(ctx), c.redis.cmd.Process.Pid, c.redisAddr)
+	if err := c.startInstances(ctx, bin, cfg.instances); err != nil {
+		return lims, err
+	}
+	for i, p := range c.instances {
+		logf("example instance %d (pid %d) on %s answers GET /", i, p.cmd.Process.Pid, c.addrs[i])
+	}
+	if lims.floodAlg, lims.floodLimits, err = c.limitsOf(ctx, "/api/items"); err != nil {
+		return lims, err
+	}
+	if lims.spreadAlg, lims.spreadLimits, err = c.limitsOf(ctx, "/api/search"); err != nil {
+		return lims, err
+	}
+	return lims, nil
+}
+
+// runScenarios runs the flood, then the spread, prints each one's table
+// and the instances' logs meanwhile to out, and returns their failures.
+func runScenarios(ctx context.Context, cfg config, c *cluster, lims testedLimits, out io.Writer, logf func(string, ...any)) (int, error) {
+	s := &scenario{
+		cl:        newClients(c.addrs, cfg.workers*cfg.instances, cfg.workers, cfg.keepAlive),
+		cluster:   c,
+		instances: cfg.instances,
+		duration:  cfg.duration,
+		workers:   cfg.workers,
+	}
+	var failures int
+	logf("scenario 1: one-key flood for %s", cfg.duration)
+	offs := c.logOffsets()
+	r, err := s.flood(ctx, "/api/items", lims.floodAlg, lims.floodLimits)
+	if err != nil {
+		return failures, err
+	}
+	failures += emit(out, r, c.logSince(offs))
+	logf("scenario 2: %d-key spread for %s", cfg.identities, cfg.duration)
+	offs = c.logOffsets()
+	r, err = s.spread(ctx, "/api/search", lims.spreadAlg, lims.spreadLimits, cfg.identities, cfg.perClient, cfg.seed)
+	if err != nil {
+		return failures, err
+	}
+	failures += emit(out, r, c.logSince(offs))
+	return failures, nil
 }
 
 // emit prints r, then what the instances logged during its scenario, and
