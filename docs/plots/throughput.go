@@ -109,6 +109,56 @@ func drawThroughput(run *benchRun, path string) error {
 // drawPanel plots the rows of one kind into area: the plot on the left,
 // its legend on the right.
 func drawPanel(area draw.Canvas, kind, title string, rows []benchRow) error {
+	names, byName := rowsOfKind(kind, rows)
+	if len(names) == 0 {
+		return fmt.Errorf("no %s rows with req/s", kind)
+	}
+	pl, legend := newPanel(title)
+	var gs []int
+	top := 0.0
+	var st lineStyler
+	for _, name := range names {
+		rs := byName[name]
+		slices.SortFunc(rs, func(a, b benchRow) int { return a.g - b.g })
+		line, points, err := seriesOf(rs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		st.style(line, points, rs[0].peer)
+		pl.Add(line, points)
+		legend.Add(legendLabel(name, rs), line, points)
+		for _, r := range rs {
+			top = max(top, r.reqPerSec)
+			if !slices.Contains(gs, r.g) {
+				gs = append(gs, r.g)
+			}
+		}
+	}
+	setAxes(pl, gs, top)
+	pl.Draw(draw.Crop(area, 0, -tpLegend, 0, 0))
+	legend.Draw(draw.Crop(area, tpWidth-tpLegend+vg.Points(6), 0, 0, -vg.Points(24)))
+	return nil
+}
+
+// rowsOfKind groups the rows of kind with a req/s figure by middleware,
+// the names in the order they first appear.
+func rowsOfKind(kind string, rows []benchRow) ([]string, map[string][]benchRow) {
+	var names []string
+	byName := map[string][]benchRow{}
+	for _, r := range rows {
+		if r.kind != kind || math.IsNaN(r.reqPerSec) {
+			continue
+		}
+		if _, ok := byName[r.middleware]; !ok {
+			names = append(names, r.middleware)
+		}
+		byName[r.middleware] = append(byName[r.middleware], r)
+	}
+	return names, byName
+}
+
+// newPanel returns an empty panel's plot and its legend.
+func newPanel(title string) (*plot.Plot, *plot.Legend) {
 	pl := plot.New()
 	pl.Title.Text = title
 	pl.Title.TextStyle.Font.Size = 11
@@ -123,60 +173,58 @@ func drawPanel(area draw.Canvas, kind, title string, rows []benchRow) error {
 	legend.Top, legend.Left = true, true
 	legend.TextStyle.Font.Size = 10
 	legend.ThumbnailWidth = vg.Points(28)
+	return pl, &legend
+}
 
-	var names []string
-	byName := map[string][]benchRow{}
-	for _, r := range rows {
-		if r.kind != kind || math.IsNaN(r.reqPerSec) {
-			continue
-		}
-		if _, ok := byName[r.middleware]; !ok {
-			names = append(names, r.middleware)
-		}
-		byName[r.middleware] = append(byName[r.middleware], r)
+// seriesOf returns the line and points of one middleware's rows, sorted
+// by g.
+func seriesOf(rs []benchRow) (*plotter.Line, *plotter.Scatter, error) {
+	xys := make(plotter.XYs, len(rs))
+	for i, r := range rs {
+		xys[i] = plotter.XY{X: float64(r.g), Y: r.reqPerSec}
 	}
-	if len(names) == 0 {
-		return fmt.Errorf("no %s rows with req/s", kind)
+	line, points, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return nil, nil, err
 	}
-	var gs []int
-	top := 0.0
-	peers, ours := 0, 0
-	for _, name := range names {
-		rs := byName[name]
-		slices.SortFunc(rs, func(a, b benchRow) int { return a.g - b.g })
-		xys := make(plotter.XYs, len(rs))
-		var standIns int64
-		for i, r := range rs {
-			xys[i] = plotter.XY{X: float64(r.g), Y: r.reqPerSec}
-			top = max(top, r.reqPerSec)
-			standIns += r.standIns
-			if !slices.Contains(gs, r.g) {
-				gs = append(gs, r.g)
-			}
-		}
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		line.Width = vg.Points(1.5)
-		points.Radius = vg.Points(2.5)
-		if rs[0].peer {
-			st := peerStyles[peers%len(peerStyles)]
-			peers++
-			line.Color, points.Color, points.Shape = st.color, st.color, st.glyph
-		} else {
-			line.Color = colors[ours%len(colors)]
-			line.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, nil, {vg.Points(2), vg.Points(2)}, nil}[ours%5]
-			points.Color = line.Color
-			ours++
-		}
-		pl.Add(line, points)
-		label := shortName(name)
-		if standIns > 0 {
-			label += " *"
-		}
-		legend.Add(label, line, points)
+	line.Width = vg.Points(1.5)
+	points.Radius = vg.Points(2.5)
+	return line, points, nil
+}
+
+// lineStyler gives the peers' lines peerStyles in turn and redlimit's
+// colours and dashes in turn.
+type lineStyler struct{ peers, ours int }
+
+func (s *lineStyler) style(line *plotter.Line, points *plotter.Scatter, peer bool) {
+	if peer {
+		st := peerStyles[s.peers%len(peerStyles)]
+		s.peers++
+		line.Color, points.Color, points.Shape = st.color, st.color, st.glyph
+		return
 	}
+	line.Color = colors[s.ours%len(colors)]
+	line.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, nil, {vg.Points(2), vg.Points(2)}, nil}[s.ours%5]
+	points.Color = line.Color
+	s.ours++
+}
+
+// legendLabel is a middleware's short name, starred when a stand-in made
+// some of its decisions.
+func legendLabel(name string, rs []benchRow) string {
+	var standIns int64
+	for _, r := range rs {
+		standIns += r.standIns
+	}
+	if standIns > 0 {
+		return shortName(name) + " *"
+	}
+	return shortName(name)
+}
+
+// setAxes ticks the x axis at each measured g and spans both axes over
+// the figures.
+func setAxes(pl *plot.Plot, gs []int, top float64) {
 	slices.Sort(gs)
 	ticks := make([]plot.Tick, len(gs))
 	for i, g := range gs {
@@ -185,10 +233,6 @@ func drawPanel(area draw.Canvas, kind, title string, rows []benchRow) error {
 	pl.X.Tick.Marker = plot.ConstantTicks(ticks)
 	pl.X.Min, pl.X.Max = float64(gs[0])/1.3, float64(gs[len(gs)-1])*1.3
 	pl.Y.Min, pl.Y.Max = 0, top*1.08
-
-	pl.Draw(draw.Crop(area, 0, -tpLegend, 0, 0))
-	legend.Draw(draw.Crop(area, tpWidth-tpLegend+vg.Points(6), 0, 0, -vg.Points(24)))
-	return nil
 }
 
 // shortName drops the store from redlimit's row names, which the panel
