@@ -28,7 +28,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/bench/internal/redisproc"
 	"github.com/redlimit/redlimit/bench/internal/subjects"
-	"github.com/redlimit/redlimit/redisstore"
 )
 
 // config is the command line.
@@ -139,140 +138,74 @@ func run(cfg config, out io.Writer) error {
 	defer srv.Stop()
 	procs := &procTable{running: map[*exec.Cmd]struct{}{}}
 	defer procs.killAll()
-
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := stopOnSignal(srv, procs, logf)
 	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		sig, ok := <-sigs
-		if !ok {
-			return
-		}
-		// A benchmark run cannot be interrupted, so stop everything started
-		// here by its PID and leave at once.
-		logf("compare: %v: stopping wrk and redis-server (pid %d)", sig, srv.PID())
-		cancel()
-		procs.killAll()
-		srv.Stop()
-		os.Exit(130)
-	}()
 
 	hz, assumed := redisproc.ClockTicks()
 	version, err := srv.Version(ctx)
 	if err != nil {
 		return err
 	}
-	r := &runner{cfg: cfg, redis: srv, hz: hz, log: logf, estimates: map[string]float64{}}
-	env := subjects.Env{RedisAddr: srv.Addr, PoolSize: cfg.pool, Rate: cfg.rate, Period: cfg.period}
 	started := time.Now()
-	var took []string // each section's time
-	done := func(name string, since time.Time) {
-		took = append(took, fmt.Sprintf("%s %v", name, time.Since(since).Round(time.Second)))
+	s := &session{
+		runner: &runner{cfg: cfg, redis: srv, hz: hz, log: logf, estimates: map[string]float64{}},
+		out:    out,
+		procs:  procs,
+		env:    subjects.Env{RedisAddr: srv.Addr, PoolSize: cfg.pool, Rate: cfg.rate, Period: cfg.period},
+		subs:   filter(cfg.only, subjects.All()),
+		ref:    cfg.gs[len(cfg.gs)/2],
+		metas:  runMeta(cfg, version, hz, started),
 	}
-
-	metas := runMeta(cfg, version, hz, started)
-	var recs []record
-	saveCSV := func(section string, rs []record) error {
-		recs = append(recs, rs...)
-		if cfg.csv == "" {
-			return nil
-		}
-		if err := writeCSVFile(cfg.csv, metas, recs); err != nil {
-			return err
-		}
-		logf("compare: %s: %d rows written (%s)", section, len(recs), cfg.csv)
-		return nil
-	}
-
 	fmt.Fprintf(out, "Go %s, GOMAXPROCS %d, %s/%s; redis-server %s on loopback (pid %d); CLK_TCK %d%s.\n",
 		strings.TrimPrefix(runtime.Version(), "go"), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, version, srv.PID(), hz, assumedNote(assumed))
 	fmt.Fprintf(out, "Limit %d per %v (the sliding window log: %d, its maximum), %d client IPs, go-redis pool %d, benchtime %v, count %d (medians).\n\n",
 		cfg.rate, cfg.period, min(cfg.rate, algorithms.MaxSlidingLogRate), cfg.clients, cfg.pool, cfg.benchtime, cfg.count)
-
-	subs := filter(cfg.only, subjects.All())
-	ref := cfg.gs[len(cfg.gs)/2]
-	if cfg.sections["compare"] {
-		sectionStart := time.Now()
-		t, rs, notes, err := r.compareTable(ctx, "compare", subs, env, cfg.gs, 1, 204)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "**Nearly all allowed** (Go benchmark, httptest recorder, direct ServeHTTP):\n\n")
-		t.write(out)
-		writeNotes(out, append([]string{kindsNote(ref)}, notes...))
-		done("compare", sectionStart)
-		if err := saveCSV("compare", rs); err != nil {
-			return err
-		}
+	sections := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"compare", s.compare},
+		{"denied", s.denied},
+		{"sweep", s.sweep},
+		{"memory", s.memory},
+		{"http", s.http},
 	}
-	if cfg.sections["denied"] {
+	for _, sec := range sections {
+		if !cfg.sections[sec.name] {
+			continue
+		}
 		sectionStart := time.Now()
-		denied := append(filter(cfg.only, subjects.All())[1:],
-			subjects.RedlimitRedisSubject(algorithms.SlidingWindowCounter, "denial cache off", redisstore.WithDenialCache(0)))
-		denv := env
-		denv.Rate, denv.Period = 1, time.Hour
-		t, rs, notes, err := r.compareTable(ctx, "denied", denied, denv, []int{ref}, 2, 429)
-		if err != nil {
+		if err := sec.run(ctx); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "**Nearly all denied** (1 per hour, every client already over it; g=%d):\n\n", ref)
-		t.write(out)
-		writeNotes(out, append([]string{kindsNote(ref)}, notes...))
-		done("denied", sectionStart)
-		if err := saveCSV("denied", rs); err != nil {
-			return err
-		}
+		s.took = append(s.took, fmt.Sprintf("%s %v", sec.name, time.Since(sectionStart).Round(time.Second)))
 	}
-	if cfg.sections["sweep"] {
-		sectionStart := time.Now()
-		t, notes, err := r.sweepTable(ctx, cfg.sweepAlgs, env, cfg.sweepSizes, ref)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "**redlimit's Redis store against the number of identities** (g=%d; Redis used_memory growth per identity after each identity's first request):\n\n", ref)
-		t.write(out)
-		writeNotes(out, notes)
-		done("sweep", sectionStart)
-	}
-	if cfg.sections["memory"] {
-		sectionStart := time.Now()
-		var redisSubs []subjects.Subject
-		for _, s := range subs {
-			if s.Kind == subjects.Redis {
-				redisSubs = append(redisSubs, s)
-			}
-		}
-		// A low limit, so that no algorithm's state expires while the
-		// identities are added: a full bucket needs no state, and at the
-		// high limit a bucket is full again within microseconds.
-		menv := env
-		menv.Rate, menv.Period = 100, time.Hour
-		t, err := r.memoryTable(ctx, redisSubs, menv, cfg.memoryKeys)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "**Redis memory per identity** (%d identities, one request each, at %d per %v so that no state expires meanwhile; used_memory growth and keys added, divided by identities):\n\n",
-			cfg.memoryKeys, menv.Rate, menv.Period)
-		t.write(out)
-		fmt.Fprintln(out)
-		done("memory", sectionStart)
-	}
-	if cfg.sections["http"] {
-		sectionStart := time.Now()
-		t, notes, err := r.httpTable(ctx, httpSubjects(cfg.only), env, procs)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "**Real HTTP**: net/http on loopback, wrk -t%d -c%d -d%v, %d clients by X-Forwarded-For from a trusted loopback proxy:\n\n",
-			cfg.wrkThreads, cfg.conns, cfg.httpDuration, cfg.clients)
-		t.write(out)
-		writeNotes(out, notes)
-		done("http", sectionStart)
-	}
-	fmt.Fprintf(out, "Total time: %v (%s).\n", time.Since(started).Round(time.Second), strings.Join(took, ", "))
+	fmt.Fprintf(out, "Total time: %v (%s).\n", time.Since(started).Round(time.Second), strings.Join(s.took, ", "))
 	return nil
+}
+
+// stopOnSignal returns a context that SIGINT or SIGTERM cancels; they also
+// stop every process started here, by its PID, and end the program, since
+// a benchmark run cannot be interrupted.
+func stopOnSignal(srv *redisproc.Server, procs *procTable, logf func(string, ...any)) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		logf("compare: %v: stopping wrk and redis-server (pid %d)", sig, srv.PID())
+		cancel()
+		procs.killAll()
+		srv.Stop()
+		os.Exit(130)
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel()
+	}
 }
 
 // httpSubjects are the real-HTTP rows: bare, the fastest-to-build peers and
