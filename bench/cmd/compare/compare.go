@@ -17,7 +17,7 @@ import (
 type runner struct {
 	cfg   config
 	redis redisServer
-	hz    int64 // clock ticks per second, for the redis-server's CPU time
+	hz    int64 // clock ticks per second, for this process's CPU time
 	log   func(format string, args ...any)
 	// estimates holds the ns/op of a subject at a concurrency from the
 	// first round, so that later rounds run a fixed number of iterations of
@@ -25,12 +25,15 @@ type runner struct {
 	estimates map[string]float64
 }
 
+// nanosPerSecond is the rate of the redis-server's CPU reader, CPUNanos.
+const nanosPerSecond = int64(time.Second)
+
 // redisServer is what the comparison needs of the redis-server.
 type redisServer interface {
 	FlushAll(ctx context.Context) error
 	UsedMemory(ctx context.Context) (int64, error)
 	DBSize(ctx context.Context) (int64, error)
-	CPUTicks() (int64, error)
+	CPUNanos() (int64, error)
 }
 
 // sample is one measurement, with what the subject's counters saw.
@@ -57,7 +60,7 @@ func (r *runner) measureOne(ctx context.Context, s subjects.Subject, env subject
 	}
 	var cpu harness.CPUReader
 	if s.Kind == subjects.Redis {
-		cpu = r.redis.CPUTicks
+		cpu = r.redis.CPUNanos
 	}
 	key := s.Name + "/" + strconv.Itoa(g) + "/" + strconv.Itoa(want)
 	bt := r.cfg.benchtime.String()
@@ -174,7 +177,7 @@ func (r *runner) compareTable(ctx context.Context, section string, subs []subjec
 		}
 		row = append(row, thousands(res.medianOf(ref, func(x sample) float64 { return float64(x.AllocsPerOp) })))
 		row = append(row, decimal(res.medianOf(ref, func(x sample) float64 { return x.AppMicrosPerOp(r.hz) }), 1))
-		row = append(row, decimal(res.medianOf(ref, func(x sample) float64 { return x.RedisMicrosPerOp(r.hz) }), 1))
+		row = append(row, decimal(res.medianOf(ref, func(x sample) float64 { return x.RedisMicrosPerOp(nanosPerSecond) }), 1))
 		rps := res.medianOf(ref, func(x sample) float64 { return x.ReqPerSec() })
 		row = append(row, ratio(rps, best[s.Kind]))
 		t.add(row...)
@@ -201,7 +204,7 @@ func (r *runner) records(section string, subs []subjects.Subject, results []seri
 				AllocsPerOp: res.medianOf(g, func(x sample) float64 { return float64(x.AllocsPerOp) }),
 				BytesPerOp:  res.medianOf(g, func(x sample) float64 { return float64(x.BytesPerOp) }),
 				AppMicros:   res.medianOf(g, func(x sample) float64 { return x.AppMicrosPerOp(r.hz) }),
-				RedisMicros: res.medianOf(g, func(x sample) float64 { return x.RedisMicrosPerOp(r.hz) }),
+				RedisMicros: res.medianOf(g, func(x sample) float64 { return x.RedisMicrosPerOp(nanosPerSecond) }),
 				Rounds:      len(res[g]),
 				Unexpected:  unexpected, StandIns: standIns, Cached: cached, Served: served,
 			})
@@ -212,6 +215,6 @@ func (r *runner) records(section string, subs []subjects.Subject, results []seri
 
 // kindsNote explains the columns measured at the reference concurrency.
 func kindsNote(ref int) string {
-	return fmt.Sprintf("allocs/op, app CPU (this process: middleware, handler, recorder, Redis client) and redis CPU (the redis-server's utime+stime) are at g=%d. "+
+	return fmt.Sprintf("allocs/op, app CPU (this process: middleware, handler, recorder, Redis client) and redis CPU (the redis-server's threads' run time, from /proc/<pid>/task/*/schedstat) are at g=%d. "+
 		"The last column divides a row's g=%d req/s by the best peer's of the same kind: memory rows by the fastest in-memory peer, Redis rows by the fastest Redis-backed peer.", ref, ref)
 }

@@ -48,8 +48,9 @@ func IP(i int) string {
 	return "10." + strconv.Itoa(i>>16&255) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255)
 }
 
-// CPUReader returns a process's CPU time in clock ticks; nil means the
-// handler uses no Redis and none is read.
+// CPUReader returns a process's CPU time in ticks of some clock (clock
+// ticks from /proc/<pid>/stat, or nanoseconds), which the Result's
+// per-request figures are given the rate of; nil means none is read.
 type CPUReader func() (int64, error)
 
 // Result is one measurement of one handler at one concurrency.
@@ -62,11 +63,11 @@ type Result struct {
 	// the whole process (the recorder's included).
 	AllocsPerOp, BytesPerOp int64
 	// RedisTicks is the redis-server's CPU time during the timed run, in
-	// clock ticks; -1 when not read.
+	// its CPUReader's ticks; -1 when not read.
 	RedisTicks int64
 	// AppTicks is this process's CPU time during the timed run (the
-	// middleware, the handler, the recorders, the Redis client), in clock
-	// ticks; -1 when not read.
+	// middleware, the handler, the recorders, the Redis client), in its
+	// CPUReader's ticks; -1 when not read.
 	AppTicks int64
 	// Unexpected counts responses whose status was not the wanted one.
 	Unexpected int64
@@ -84,13 +85,13 @@ func (r Result) ReqPerSec() float64 {
 }
 
 // RedisMicrosPerOp is the redis-server's CPU time per request in µs, given
-// the clock ticks per second; negative when not measured.
+// its reader's ticks per second; negative when not measured.
 func (r Result) RedisMicrosPerOp(hz int64) float64 {
 	return perOp(r.RedisTicks, r.N, hz)
 }
 
-// AppMicrosPerOp is this process's CPU time per request in µs, given the
-// clock ticks per second; negative when not measured.
+// AppMicrosPerOp is this process's CPU time per request in µs, given its
+// reader's ticks per second; negative when not measured.
 func (r Result) AppMicrosPerOp(hz int64) float64 {
 	return perOp(r.AppTicks, r.N, hz)
 }
