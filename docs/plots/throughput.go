@@ -124,7 +124,7 @@ func drawPanel(area draw.Canvas, kind, title string, rows []benchRow) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		st.style(line, points, rs[0].peer)
+		st.style(line, points, name, rs[0].peer)
 		pl.Add(line, points)
 		legend.Add(legendLabel(name, rs), line, points)
 		for _, r := range rs {
@@ -192,15 +192,24 @@ func seriesOf(rs []benchRow) (*plotter.Line, *plotter.Scatter, error) {
 	return line, points, nil
 }
 
-// lineStyler gives the peers' lines peerStyles in turn and redlimit's
-// colours and dashes in turn.
+// referenceColor draws the rows that are neither a peer's nor redlimit's
+// (the comparison's floor, one Redis GET per request), light and dotted.
+var referenceColor = color.Gray{Y: 0xa0}
+
+// lineStyler gives the peers' lines peerStyles in turn, redlimit's
+// colours and dashes in turn, and any other row the reference style.
 type lineStyler struct{ peers, ours int }
 
-func (s *lineStyler) style(line *plotter.Line, points *plotter.Scatter, peer bool) {
-	if peer {
+func (s *lineStyler) style(line *plotter.Line, points *plotter.Scatter, name string, peer bool) {
+	switch {
+	case peer:
 		st := peerStyles[s.peers%len(peerStyles)]
 		s.peers++
 		line.Color, points.Color, points.Shape = st.color, st.color, st.glyph
+		return
+	case !strings.HasPrefix(name, "redlimit"):
+		line.Color, points.Color, points.Shape = referenceColor, referenceColor, draw.RingGlyph{}
+		line.Dashes = []vg.Length{vg.Points(1.5), vg.Points(2.5)}
 		return
 	}
 	line.Color = colors[s.ours%len(colors)]

@@ -1,6 +1,7 @@
 package subjects
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-chi/httprate"
 	httprateredis "github.com/go-chi/httprate-redis"
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
 	"github.com/ulule/limiter/v3"
 	"github.com/ulule/limiter/v3/drivers/middleware/stdlib"
 	ululememory "github.com/ulule/limiter/v3/drivers/store/memory"
@@ -17,11 +19,18 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// The rows of the peers that the comparison's targets are set against.
+const (
+	HTTPRateMemoryName = "go-chi/httprate, memory"
+	RedisRateName      = "go-redis/redis_rate v10"
+	UluleRedisName     = "ulule/limiter, redis store"
+)
+
 // MemoryPeers returns the other libraries' in-memory middlewares.
 func MemoryPeers() []Subject {
 	return []Subject{
 		{Name: "x/time/rate, keyed sync.Map", Kind: Memory, Peer: true, Build: buildXRate},
-		{Name: "go-chi/httprate, memory", Kind: Memory, Peer: true, Build: buildHTTPRateMemory},
+		{Name: HTTPRateMemoryName, Kind: Memory, Peer: true, Build: buildHTTPRateMemory},
 		{Name: "ulule/limiter, memory store", Kind: Memory, Peer: true, Build: buildUluleMemory},
 	}
 }
@@ -30,9 +39,43 @@ func MemoryPeers() []Subject {
 func RedisPeers() []Subject {
 	return []Subject{
 		{Name: "go-chi/httprate + httprate-redis", Kind: Redis, Peer: true, Build: buildHTTPRateRedis},
-		{Name: "go-redis/redis_rate v10", Kind: Redis, Peer: true, Build: buildRedisRate},
-		{Name: "ulule/limiter, redis store", Kind: Redis, Peer: true, Build: buildUluleRedis},
+		{Name: RedisRateName, Kind: Redis, Peer: true, Build: buildRedisRate},
+		{Name: UluleRedisName, Kind: Redis, Peer: true, Build: buildUluleRedis},
 	}
+}
+
+// FloorName is the floor's row label.
+const FloorName = "floor: one GET"
+
+// Floor is the floor of the Redis-backed middlewares: per request, one
+// go-redis GET of the client's key (floorPrefix and the client IP), on a
+// client like theirs, whose value it ignores before it passes the request
+// on. It decides nothing: it is what one round trip per request costs.
+func Floor() Subject {
+	return Subject{Name: FloorName, Kind: Redis, Floor: true, Build: buildFloor}
+}
+
+// floorPrefix starts the floor's keys, which it only ever reads.
+const floorPrefix = "floor:"
+
+// buildFloor answers 503 when the GET fails (not for a missing key, the
+// usual reply), so that a Redis failure shows as unexpected statuses
+// rather than as speed.
+func buildFloor(env Env, next http.Handler) (*Instance, error) {
+	client := newClient(env)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip, err := clientIP(env, r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := client.Get(r.Context(), floorPrefix+ip).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			http.Error(w, fmt.Sprintf("floor: %v", err), http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+	return &Instance{Handler: h, Close: func() { _ = client.Close() }}, nil
 }
 
 // buildXRate is the usual memory baseline: one *rate.Limiter per client in

@@ -73,8 +73,12 @@ type Subject struct {
 	Name string
 	// Kind is where it keeps its counts.
 	Kind Kind
-	// Peer is true for the other libraries, false for redlimit and bare.
+	// Peer is true for the other libraries, false for redlimit, bare and
+	// the floor.
 	Peer bool
+	// Floor is true for the floor, which decides nothing and passes every
+	// request: a baseline of the Redis-backed ones, as bare is of all.
+	Floor bool
 	// Build makes the middleware around next.
 	Build func(env Env, next http.Handler) (*Instance, error)
 }
@@ -91,11 +95,12 @@ var Bare = Subject{Name: "bare handler (no limiter)", Kind: None, Build: func(_ 
 }}
 
 // All returns every subject: the bare handler, the memory ones, then the
-// Redis ones.
+// Redis ones, the floor first.
 func All() []Subject {
 	out := []Subject{Bare}
 	out = append(out, MemoryPeers()...)
 	out = append(out, RedlimitMemory()...)
+	out = append(out, Floor())
 	out = append(out, RedisPeers()...)
 	out = append(out, RedlimitRedis()...)
 	return out
