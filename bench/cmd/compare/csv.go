@@ -31,8 +31,12 @@ import (
 //     figures over all g goroutines: req_per_s = 1e9 / ns_per_op of each
 //     round, medians taken separately.
 //   - Sections written: "compare" (nearly all allowed, every g of -g) and
-//     "denied" (nearly all denied, the middle g only). The sweep, memory
-//     and real-HTTP tables are not in the file.
+//     "denied" (nearly all denied, the middle g only). The compare rows
+//     include the floor ("floor: one GET", kind redis, peer false: one
+//     Redis GET per request, nothing decided; not in denied), and redis CPU
+//     at every g. The targets table is not in the file: its figures are
+//     ratios of the compare rows. The sweep, memory and real-HTTP tables
+//     are not in the file either.
 //
 // Columns are only ever added at the end, and a change that breaks readers
 // changes the format number.
@@ -46,7 +50,7 @@ var csvHeader = []string{
 	"section",                   // compare or denied
 	"middleware",                // the table row's label
 	"kind",                      // none (the bare handler), memory or redis
-	"peer",                      // true for another library, false for redlimit and the bare handler
+	"peer",                      // true for another library, false for redlimit, the bare handler and the floor
 	"g",                         // concurrent goroutines
 	"ns_per_op",                 // wall time per request
 	"req_per_s",                 // requests a second

@@ -47,14 +47,21 @@ func (s *session) compare(ctx context.Context) error {
 	fmt.Fprintf(s.out, "**Nearly all allowed** (Go benchmark, httptest recorder, direct ServeHTTP):\n\n")
 	t.write(s.out)
 	writeNotes(s.out, append([]string{kindsNote(s.ref)}, notes...))
+	s.writeTargets(rs)
 	return s.saveCSV("compare", rs)
 }
 
 // denied is the "nearly all denied" section, at the reference g, with
-// redlimit's denial cache off as one more row.
+// redlimit's denial cache off as one more row. The bare handler and the
+// floor, which deny nothing, sit it out.
 func (s *session) denied(ctx context.Context) error {
-	denied := append(filter(s.cfg.only, subjects.All())[1:],
-		subjects.RedlimitRedisSubject(algorithms.SlidingWindowCounter, "denial cache off", redisstore.WithDenialCache(0)))
+	var denied []subjects.Subject
+	for _, sub := range s.subs {
+		if sub.Kind != subjects.None && !sub.Floor {
+			denied = append(denied, sub)
+		}
+	}
+	denied = append(denied, subjects.RedlimitRedisSubject(algorithms.SlidingWindowCounter, "denial cache off", redisstore.WithDenialCache(0)))
 	denv := s.env
 	denv.Rate, denv.Period = 1, time.Hour
 	t, rs, notes, err := s.compareTable(ctx, "denied", denied, denv, []int{s.ref}, 2, 429)
@@ -79,11 +86,12 @@ func (s *session) sweep(ctx context.Context) error {
 	return nil
 }
 
-// memory is Redis's memory per identity of every Redis subject.
+// memory is Redis's memory per identity of every Redis subject but the
+// floor, which stores nothing.
 func (s *session) memory(ctx context.Context) error {
 	var redisSubs []subjects.Subject
 	for _, sub := range s.subs {
-		if sub.Kind == subjects.Redis {
+		if sub.Kind == subjects.Redis && !sub.Floor {
 			redisSubs = append(redisSubs, sub)
 		}
 	}
