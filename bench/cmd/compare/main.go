@@ -52,7 +52,7 @@ type config struct {
 	csv          string
 }
 
-var allSections = []string{"compare", "denied", "sweep", "memory", "http"}
+var allSections = []string{"compare", "denied", "sweep", "memory", "http", "allow"}
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
@@ -271,6 +271,7 @@ func run(cfg config, out io.Writer) error {
 		writeNotes(out, notes)
 		done("http", sectionStart)
 	}
+	took = append(took, allowSection(cfg, out)...)
 	fmt.Fprintf(out, "Total time: %v (%s).\n", time.Since(started).Round(time.Second), strings.Join(took, ", "))
 	return nil
 }

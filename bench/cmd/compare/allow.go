@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/bench/internal/allowbench"
+	"github.com/redlimit/redlimit/bench/internal/harness"
+)
+
+// allowSection prints the "allow" table when that section is selected: the
+// memory store's bare Allow for a key that has state, per algorithm,
+// against golang.org/x/time/rate behind a mutex-guarded map, over
+// -clients keys at GOMAXPROCS goroutines, each subject once per round in
+// turn so that all see the same machine. The target is no slower than the
+// reference (ratio ≤ 1.00) and no allocation. It returns the section's
+// time for the closing line, or nothing when the section is not selected.
+func allowSection(cfg config, out io.Writer) []string {
+	if !cfg.sections["allow"] {
+		return nil
+	}
+	start := time.Now()
+	if err := harness.SetBenchtime(cfg.benchtime.String()); err != nil {
+		fmt.Fprintln(os.Stderr, "compare: allow:", err)
+		return nil
+	}
+	subs := allowbench.Subjects(cfg.clients)
+	results := make([][]testing.BenchmarkResult, len(subs))
+	for round := range cfg.count {
+		for i, s := range subs {
+			fmt.Fprintf(os.Stderr, "compare: allow: round %d/%d: %s\n", round+1, cfg.count, s.Name)
+			results[i] = append(results[i], testing.Benchmark(s.Bench))
+		}
+	}
+	t := allowTable(subs, results)
+	fmt.Fprintf(out, "**Bare Allow** (one decision for a key that has state, cost 1, %d keys, b.RunParallel at GOMAXPROCS %d; target: ≤ 1.00× x/time/rate and 0 allocs):\n\n",
+		cfg.clients, runtime.GOMAXPROCS(0))
+	t.write(out)
+	writeNotes(out, []string{"x/time/rate: a `*rate.Limiter` per key in a `map[string]*rate.Limiter` behind a `sync.Mutex` (lookup, then `Allow()`); memstore: `Allow(ctx, key, 1)` on `memstore.New()`'s limiter. Same limit, same keys in the same order; `allowbench` in this module (`go test -bench Allow ./internal/allowbench/`)."})
+	return []string{fmt.Sprintf("allow %v", time.Since(start).Round(time.Second))}
+}
+
+// allowTable makes the table from each subject's results, medians over the
+// rounds; the reference's row comes first.
+func allowTable(subs []allowbench.Subject, results [][]testing.BenchmarkResult) *table {
+	t := &table{header: []string{"subject", "ns/op", "allocs/op", "B/op", "denied/op", "× x/time/rate", "target"}}
+	ns := make([]float64, len(subs))
+	ref := -1.0
+	for i, rs := range results {
+		ns[i] = median(allowFigures(rs, func(r testing.BenchmarkResult) float64 { return float64(r.T.Nanoseconds()) / float64(max(r.N, 1)) }))
+		if subs[i].Ref {
+			ref = ns[i]
+		}
+	}
+	for i, rs := range results {
+		// Any round's allocation fails the target.
+		allocs := slices.Max(allowFigures(rs, func(r testing.BenchmarkResult) float64 { return float64(r.AllocsPerOp()) }))
+		bytes := median(allowFigures(rs, func(r testing.BenchmarkResult) float64 { return float64(r.AllocedBytesPerOp()) }))
+		denied := median(allowFigures(rs, func(r testing.BenchmarkResult) float64 { return r.Extra["denied/op"] }))
+		target := "reference"
+		if !subs[i].Ref {
+			target = "no"
+			if ns[i] <= ref && allocs == 0 {
+				target = "yes"
+			}
+		}
+		t.add(subs[i].Name, decimal(ns[i], 1), thousands(allocs), thousands(bytes), decimal(denied, 4), ratio(ns[i], ref), target)
+	}
+	return t
+}
+
+func allowFigures(rs []testing.BenchmarkResult, f func(testing.BenchmarkResult) float64) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = f(r)
+	}
+	return out
+}
