@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -41,14 +42,14 @@ func allowSection(cfg config, out io.Writer) []string {
 	fmt.Fprintf(out, "**Bare Allow** (one decision for a key that has state, cost 1, %d keys, b.RunParallel at GOMAXPROCS %d; target: ≤ 1.00× x/time/rate and 0 allocs):\n\n",
 		cfg.clients, runtime.GOMAXPROCS(0))
 	t.write(out)
-	writeNotes(out, []string{"x/time/rate: a `*rate.Limiter` per key in a `map[string]*rate.Limiter` behind a `sync.Mutex` (lookup, then `Allow()`); memstore: `Allow(ctx, key, 1)` on `memstore.New()`'s limiter. Same limit, same keys in the same order; `allowbench` in this module (`go test -bench Allow ./internal/allowbench/`)."})
+	writeNotes(out, []string{"x/time/rate: a `*rate.Limiter` per key in a `map[string]*rate.Limiter` behind a `sync.Mutex` (lookup, then `Allow()`); memstore: `Allow(ctx, key, 1)` on `memstore.New()`'s limiter. Same limit, same keys in the same order; cpu-ns/op is the process's CPU time per call (about GOMAXPROCS × ns/op when idle; less sensitive to other load). `allowbench` in this module (`go test -bench Allow ./internal/allowbench/`)."})
 	return []string{fmt.Sprintf("allow %v", time.Since(start).Round(time.Second))}
 }
 
 // allowTable makes the table from each subject's results, medians over the
 // rounds; the reference's row comes first.
 func allowTable(subs []allowbench.Subject, results [][]testing.BenchmarkResult) *table {
-	t := &table{header: []string{"subject", "ns/op", "allocs/op", "B/op", "denied/op", "× x/time/rate", "target"}}
+	t := &table{header: []string{"subject", "ns/op", "cpu-ns/op", "allocs/op", "B/op", "denied/op", "× x/time/rate", "target"}}
 	ns := make([]float64, len(subs))
 	ref := -1.0
 	for i, rs := range results {
@@ -61,6 +62,12 @@ func allowTable(subs []allowbench.Subject, results [][]testing.BenchmarkResult) 
 		// Any round's allocation fails the target.
 		allocs := slices.Max(allowFigures(rs, func(r testing.BenchmarkResult) float64 { return float64(r.AllocsPerOp()) }))
 		bytes := median(allowFigures(rs, func(r testing.BenchmarkResult) float64 { return float64(r.AllocedBytesPerOp()) }))
+		cpu := median(allowFigures(rs, func(r testing.BenchmarkResult) float64 {
+			if v, ok := r.Extra["cpu-ns/op"]; ok {
+				return v
+			}
+			return math.NaN()
+		}))
 		denied := median(allowFigures(rs, func(r testing.BenchmarkResult) float64 { return r.Extra["denied/op"] }))
 		target := "reference"
 		if !subs[i].Ref {
@@ -69,7 +76,7 @@ func allowTable(subs []allowbench.Subject, results [][]testing.BenchmarkResult) 
 				target = "yes"
 			}
 		}
-		t.add(subs[i].Name, decimal(ns[i], 1), thousands(allocs), thousands(bytes), decimal(denied, 4), ratio(ns[i], ref), target)
+		t.add(subs[i].Name, decimal(ns[i], 1), decimal(cpu, 1), thousands(allocs), thousands(bytes), decimal(denied, 4), ratio(ns[i], ref), target)
 	}
 	return t
 }
