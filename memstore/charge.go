@@ -27,8 +27,8 @@ func (l *memoryLimiter) charge(key string, c int64, over bool) algorithms.Result
 	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.cfg.clock().UnixMicro()
-	sh.housekeep(now, s.cfg.sweep.Microseconds())
+	now := s.now()
+	sh.housekeep(now, s.sweepUS)
 	b := ratemath.NewBinding()
 	for i, spec := range l.specs {
 		// Looked up after the previous limit's insert, which may move
@@ -53,5 +53,5 @@ func (l *memoryLimiter) charge(key string, c int64, over bool) algorithms.Result
 		}
 		b.Add(i, e.Decide(l.alg, now, p, 0, 0))
 	}
-	return b.Result(l.alg, l.limits)
+	return b.ResultIn(l.policies)
 }

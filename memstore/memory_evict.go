@@ -21,6 +21,14 @@ const (
 // when one is due. It returns the entries examined or copied. The caller
 // holds sh.mu and looks nothing up before it returns.
 func (sh *memoryShard) housekeep(now, interval int64) int {
+	if !sh.sweeping && now < sh.nextSweep {
+		return 0 // most requests: no pass runs, none is due (inlined)
+	}
+	return sh.housekeepPass(now, interval)
+}
+
+// housekeepPass is housekeep once a pass runs or is due.
+func (sh *memoryShard) housekeepPass(now, interval int64) int {
 	if now >= sh.nextSweep && (!sh.sweeping || sh.forced) {
 		// A pass that makeRoom started has passed over entries that may have
 		// expired since: the due pass starts over.

@@ -20,7 +20,7 @@ func (l *memoryLimiter) Peek(_ context.Context, key string) (algorithms.Result, 
 	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.cfg.clock().UnixMicro()
+	now := s.now()
 	b := ratemath.NewBinding()
 	var atBuf [4]int
 	var nextBuf [4]ratemath.Entry
@@ -32,7 +32,7 @@ func (l *memoryLimiter) Peek(_ context.Context, key string) (algorithms.Result, 
 		at, next = append(at, j), append(next, n)
 	}
 	storeFixed(sh, l.specs, at, next)
-	return b.Result(l.alg, l.limits), nil
+	return b.ResultIn(l.policies), nil
 }
 
 // Reset implements RateLimiter: key's entries under every limit are dropped.

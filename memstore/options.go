@@ -11,10 +11,11 @@ import (
 type Option func(*config)
 
 type config struct {
-	clock   func() time.Time
-	sweep   time.Duration
-	maxKeys int
-	errs    []error
+	clock    func() time.Time // what the concurrency leases read
+	setClock func() time.Time // WithClock's, or nil
+	sweep    time.Duration
+	maxKeys  int
+	errs     []error
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -32,15 +33,17 @@ func newConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-// WithClock sets the store's clock (default time.Now), so tests can move
-// time without sleeping.
+// WithClock sets the store's clock, so tests can move time without
+// sleeping. By default rate limits read the monotonic clock, counted from
+// the wall time at New (so a wall clock stepped back or forth moves no
+// limit), and concurrency leases read time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) {
 		if now == nil {
 			c.errs = append(c.errs, fmt.Errorf("%w: nil clock", algorithms.ErrInvalidOption))
 			return
 		}
-		c.clock = now
+		c.clock, c.setClock = now, now
 	}
 }
 

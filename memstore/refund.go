@@ -20,7 +20,7 @@ func (l *memoryLimiter) Refund(_ context.Context, key string, cost int, age time
 	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.cfg.clock().UnixMicro()
+	now := s.now()
 	b := ratemath.NewBinding()
 	for i, spec := range l.specs {
 		e, j := sh.lookup(spec, key, tag)
@@ -36,5 +36,5 @@ func (l *memoryLimiter) Refund(_ context.Context, key string, cost int, age time
 		}
 		b.Add(i, e.Decide(l.alg, now, p, 0, 0))
 	}
-	return b.Result(l.alg, l.limits), nil
+	return b.ResultIn(l.policies), nil
 }

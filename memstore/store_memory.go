@@ -5,11 +5,13 @@
 package memstore
 
 import (
-	"context"
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/ratemath"
@@ -59,11 +61,15 @@ const (
 // Housekeeping happens on requests: a shard that serves none keeps what it
 // holds.
 type Store struct {
-	cfg      config
-	err      error
 	seed     maphash.Seed
 	shards   []memoryShard
-	shardCap int // entries one shard holds at most
+	shardCap int              // entries one shard holds at most
+	sweepUS  int64            // cfg.sweep in µs
+	clock    func() time.Time // WithClock's, or nil: see now
+	started  time.Time        // with its monotonic reading
+	epochNS  int64            // started in ns since the Unix epoch
+	cfg      config
+	err      error
 
 	mu    sync.Mutex
 	specs map[string]uint32 // algorithm and limit -> the id entries are filed under
@@ -78,11 +84,25 @@ func New(opts ...Option) *Store {
 	for n < maxShards && cfg.maxKeys/n > shardTarget {
 		n *= 2
 	}
+	started := time.Now()
 	return &Store{
 		cfg: cfg, err: err, seed: maphash.MakeSeed(), specs: map[string]uint32{},
 		// Positions in a table are 32-bit.
 		shards: make([]memoryShard, n), shardCap: min(cfg.maxKeys/n, math.MaxInt32),
+		sweepUS: cfg.sweep.Microseconds(), clock: cfg.setClock,
+		started: started, epochNS: started.UnixNano(),
 	}
+}
+
+// now is the store's time in µs since the Unix epoch: WithClock's, or by
+// default the wall time at New plus the monotonic time since, which never
+// steps back with the wall clock and costs one clock read where time.Now
+// costs two.
+func (s *Store) now() int64 {
+	if s.clock != nil {
+		return s.clock().UnixMicro()
+	}
+	return (s.epochNS + int64(time.Since(s.started))) / 1e3
 }
 
 // Len reports how many entries the store holds, expired or not, for tests
@@ -106,7 +126,7 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 	if s.err != nil {
 		return nil, s.err
 	}
-	l := &memoryLimiter{store: s, alg: alg, limits: limits}
+	l := &memoryLimiter{store: s, alg: alg, limits: limits, policies: ratemath.PoliciesOf(alg, limits)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, lim := range limits {
@@ -119,82 +139,19 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 		l.specs = append(l.specs, id)
 		l.params = append(l.params, ratemath.ParamsFor(alg, lim))
 	}
+	l.leastQuota = slices.MinFunc(l.policies, func(a, b algorithms.Policy) int { return cmp.Compare(a.Quota, b.Quota) }).Quota
 	return l, nil
 }
 
 type memoryLimiter struct {
-	store  *Store
-	alg    algorithms.Algorithm
-	limits []algorithms.Limit
-	specs  []uint32
-	params []ratemath.Params
-}
-
-// Allow implements Limiter. It fails only for invalid requests. It never
-// waits, so it does not consult ctx: a decision in memory is as cheap as
-// asking whether the context is done.
-func (l *memoryLimiter) Allow(_ context.Context, key string, cost int) (algorithms.Result, error) {
-	if err := ratemath.CheckRequest(l.alg, l.limits, key, cost); err != nil {
-		return algorithms.Result{}, err
-	}
-	return l.decide(key, cost, 0), nil
-}
-
-// decide decides a valid request under the shard's lock, admitting it
-// within maxDelay µs (0: now or not at all).
-func (l *memoryLimiter) decide(key string, cost int, maxDelay int64) algorithms.Result {
-	s := l.store
-	h := maphash.String(s.seed, key)
-	sh, tag := &s.shards[h&uint64(len(s.shards)-1)], tagOf(h)
-	c := int64(cost)
-
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	// The time is read under the lock: a request that waited for it must not
-	// decide with the time it arrived, before the requests that went first.
-	now := s.cfg.clock().UnixMicro()
-	// Housekeeping moves entries, so it runs before any is looked up.
-	sh.housekeep(now, s.cfg.sweep.Microseconds())
-
-	// Most limiters have one or two limits; the arrays keep them off the heap.
-	var atBuf [4]int
-	var nextBuf [4]ratemath.Entry
-	at, next := atBuf[:0], nextBuf[:0]
-	b := ratemath.NewBinding()
-	for i, spec := range l.specs {
-		e, j := sh.lookup(spec, key, tag)
-		v, n := e.Reserve(l.alg, now, l.params[i], c, maxDelay)
-		b.Add(i, v)
-		at, next = append(at, j), append(next, n)
-	}
-	if b.Allowed {
-		// Stored entries first: adding one may evict others and move them.
-		for i, j := range at {
-			if j >= 0 {
-				next[i].Commit(l.alg, now, l.params[i], c)
-				sh.table(l.specs[i]).store(j, &next[i])
-			}
-		}
-		for i, j := range at {
-			if j < 0 {
-				next[i].Commit(l.alg, now, l.params[i], c)
-				sh.insert(s.seed, l.specs[i], l.alg, l.params[i], key, tag, &next[i], now, s.shardCap)
-			}
-		}
-	} else {
-		storeFixed(sh, l.specs, at, next)
-	}
-	return b.Result(l.alg, l.limits)
-}
-
-// storeFixed stores the entries that decide corrected without consuming
-// from them, as the scripts write such a correction on a deny or a peek.
-func storeFixed(sh *memoryShard, specs []uint32, at []int, next []ratemath.Entry) {
-	for i, j := range at {
-		if j >= 0 && next[i].Fixed {
-			sh.table(specs[i]).store(j, &next[i])
-		}
-	}
+	store    *Store
+	alg      algorithms.Algorithm
+	limits   []algorithms.Limit
+	specs    []uint32
+	params   []ratemath.Params
+	policies []algorithms.Policy // of limits, for results
+	// leastQuota is the least of the limits' quotas: a cost above it fails.
+	leastQuota int
 }
 
 // Policies implements RateLimiter.

@@ -62,21 +62,14 @@ func (e Entry) Reserve(alg algorithms.Algorithm, now int64, p Params, cost, maxD
 }
 
 // Decide brings e up to now (µs) and tells whether cost fits, or fits
-// within maxDelay µs for the bucket algorithms, durations in µs.
+// within maxDelay µs for the bucket algorithms, durations in µs. It is one
+// call deep on the memory store's path, and divides only for a limit that
+// counts time in a unit other than the µs.
 func (e *Entry) Decide(alg algorithms.Algorithm, nowUS int64, p Params, cost, maxDelay int64) Verdict {
-	if p.Unit == 1 {
-		return e.decideIn(alg, nowUS, nowUS, p, cost, maxDelay)
+	now := nowUS
+	if p.Unit != 1 {
+		now = floorDiv(nowUS, p.Unit)
 	}
-	now := floorDiv(nowUS, p.Unit)
-	v := e.decideIn(alg, now, nowUS, p, cost, maxDelay)
-	v.Retry = toMicros(v.Retry, nowUS, now, p.Unit)
-	v.Reset = toMicros(v.Reset, nowUS, now, p.Unit)
-	return v
-}
-
-// decideIn is decide with now and the durations in the limit's units, but
-// for a reservation's wait, in µs from nowUS.
-func (e *Entry) decideIn(alg algorithms.Algorithm, now, nowUS int64, p Params, cost, maxDelay int64) Verdict {
 	if !e.Live {
 		// No state: an ended window, a full bucket, a TAT of now.
 		*e = Entry{Live: true, A: now}
@@ -84,19 +77,28 @@ func (e *Entry) decideIn(alg algorithms.Algorithm, now, nowUS int64, p Params, c
 			e.A, e.B = p.Burst*p.Period, now
 		}
 	}
+	var v Verdict
 	switch alg {
 	case algorithms.FixedWindow:
-		return e.decideFixedWindow(now, p, cost)
+		v = e.decideFixedWindow(now, p, cost)
 	case algorithms.SlidingWindowLog:
-		return e.decideSlidingWindowLog(now, p, cost)
+		v = e.decideSlidingWindowLog(now, p, cost)
 	case algorithms.SlidingWindowCounter:
-		return e.decideSlidingWindowCounter(now, p, cost)
+		v = e.decideSlidingWindowCounter(now, p, cost)
 	case algorithms.TokenBucket:
-		return e.decideTokenBucket(now, nowUS, p, cost, maxDelay)
+		v = e.decideTokenBucket(now, nowUS, p, cost, maxDelay)
 	case algorithms.LeakyBucket:
-		return e.decideLeakyBucket(now, nowUS, p, cost, maxDelay)
+		v = e.decideLeakyBucket(now, nowUS, p, cost, maxDelay)
+	default:
+		panic("ratemath: check called with unknown algorithm " + string(alg))
 	}
-	panic("ratemath: check called with unknown algorithm " + string(alg))
+	if p.Unit != 1 {
+		// The durations in the limit's units, but for a reservation's wait,
+		// in µs from nowUS.
+		v.Retry = toMicros(v.Retry, nowUS, now, p.Unit)
+		v.Reset = toMicros(v.Reset, nowUS, now, p.Unit)
+	}
+	return v
 }
 
 // Commit consumes cost from an entry that check has just returned, having
@@ -183,18 +185,32 @@ func (b *Binding) Result(alg algorithms.Algorithm, limits []algorithms.Limit) al
 	return MakeResult(alg, limits, b.passIndex, true, b.pass.Remaining, b.wait, b.pass.Reset)
 }
 
+// ResultIn is Result with the limits' policies (PoliciesOf) computed
+// once, for a store that makes many decisions on one limiter.
+func (b *Binding) ResultIn(policies []algorithms.Policy) algorithms.Result {
+	if !b.Allowed {
+		return PolicyResult(policies[b.denyIndex], b.denyIndex, false, b.deny.Remaining, b.deny.Retry, b.deny.Reset)
+	}
+	return PolicyResult(policies[b.passIndex], b.passIndex, true, b.pass.Remaining, b.wait, b.pass.Reset)
+}
+
 // MakeResult builds the Result of a decision bound by limits[i]. retryUS
 // is the RetryAfter of a denial, the Delay of an admission (as the scripts
 // answer).
 func MakeResult(alg algorithms.Algorithm, limits []algorithms.Limit, i int, allowed bool, remaining, retryUS, resetUS int64) algorithms.Result {
-	l := limits[i]
+	pol := algorithms.Policy{Quota: QuotaOf(alg, limits[i]), Window: WindowOf(alg, limits[i])}
+	return PolicyResult(pol, i, allowed, remaining, retryUS, resetUS)
+}
+
+// PolicyResult is MakeResult for the limit whose policy (PoliciesOf) is pol.
+func PolicyResult(pol algorithms.Policy, i int, allowed bool, remaining, retryUS, resetUS int64) algorithms.Result {
 	r := algorithms.Result{
 		Index:      i,
 		Allowed:    allowed,
-		Limit:      QuotaOf(alg, l),
+		Limit:      pol.Quota,
 		Remaining:  int(max(remaining, 0)),
 		ResetAfter: usToDuration(resetUS),
-		Period:     WindowOf(alg, l),
+		Period:     pol.Window,
 	}
 	if allowed {
 		r.Delay = usToDuration(retryUS)

@@ -100,6 +100,9 @@ func gcd(a, b int64) int64 {
 
 // floorDiv is a / b rounded down, as Lua's math.floor(a / b), for b > 0.
 func floorDiv(a, b int64) int64 {
+	if b == 1 {
+		return a // the common unit, the µs: no division on a decision's path
+	}
 	q := a / b
 	if a%b < 0 {
 		q--

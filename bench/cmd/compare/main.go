@@ -51,7 +51,7 @@ type config struct {
 	csv          string
 }
 
-var allSections = []string{"compare", "denied", "sweep", "memory", "http"}
+var allSections = []string{"compare", "denied", "sweep", "memory", "http", "allow"}
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
@@ -169,6 +169,7 @@ func run(cfg config, out io.Writer) error {
 		{"sweep", s.sweep},
 		{"memory", s.memory},
 		{"http", s.http},
+		{"allow", s.allow},
 	}
 	for _, sec := range sections {
 		if !cfg.sections[sec.name] {
