@@ -20,6 +20,8 @@ type scriptCall struct {
 	args []any
 	cmd  *redis.Cmd
 
+	script *redis.Script // the call's script (see redisLimiter.scriptFor)
+
 	charge bool // it sends an owed charge: no jobs, and its reply is not read
 }
 
@@ -81,6 +83,21 @@ func (c *scriptCall) assemble(withOnce bool) {
 		c.keys[len(c.keys)-1] = l.onceKey(c.jobs[0].key, l.guard.ids.id())
 		c.args = append(c.args, l.onceTTL)
 	}
+}
+
+// scriptOf returns the call's script: the one-request script for a call
+// of one job of one plain request on a limiter of one limit (see
+// redisLimiter.scriptFor), the driver otherwise.
+func (c *scriptCall) scriptOf() *redis.Script {
+	if c.script == nil {
+		c.script = c.l.script
+		if len(c.jobs) == 1 && len(c.jobs[0].costs) == 1 && !c.charge {
+			if list, ok := c.args[0].(string); ok {
+				c.script = c.l.scriptFor(list)
+			}
+		}
+	}
+	return c.script
 }
 
 // read hands the call's reply, or its error, to its jobs, and returns the
@@ -155,12 +172,12 @@ func runCalls(ctx context.Context, client redis.UniversalClient, calls []*script
 func send(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) {
 	if len(calls) == 1 {
 		c := calls[0]
-		c.cmd = c.l.script.Run(ctx, client, c.keys, c.args...)
+		c.cmd = c.scriptOf().Run(ctx, client, c.keys, c.args...)
 		return
 	}
 	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
-			c.cmd = c.l.script.EvalSha(ctx, p, c.keys, c.args...)
+			c.cmd = c.scriptOf().EvalSha(ctx, p, c.keys, c.args...)
 		}
 		return nil
 	})
@@ -174,7 +191,7 @@ func send(ctx context.Context, client redis.UniversalClient, calls []*scriptCall
 		// Not run: send them with the script's source, which loads it.
 		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, c := range lost {
-				c.cmd = c.l.script.Eval(ctx, p, c.keys, c.args...)
+				c.cmd = c.scriptOf().Eval(ctx, p, c.keys, c.args...)
 			}
 			return nil
 		})

@@ -35,6 +35,7 @@ func TestLostRefundCountsOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			loadScripts(t, direct)
 			for range 6 {
 				if r, err := probe.Allow(ctx, "k", 1); err != nil || !r.Allowed {
 					t.Fatalf("Allow: %+v, %v", r, err)

@@ -40,6 +40,16 @@ var scripts = map[algorithms.Algorithm]*redis.Script{
 	algorithms.LeakyBucket:          redis.NewScript(lua.LeakyBucket),
 }
 
+// scriptsOne decide one request of a plain cost on a limiter of one
+// limit: the common call, at less cost to Redis (see lua/one.lua).
+var scriptsOne = map[algorithms.Algorithm]*redis.Script{
+	algorithms.FixedWindow:          redis.NewScript(lua.FixedWindowOne),
+	algorithms.SlidingWindowLog:     redis.NewScript(lua.SlidingWindowLogOne),
+	algorithms.SlidingWindowCounter: redis.NewScript(lua.SlidingWindowCounterOne),
+	algorithms.TokenBucket:          redis.NewScript(lua.TokenBucketOne),
+	algorithms.LeakyBucket:          redis.NewScript(lua.LeakyBucketOne),
+}
+
 // Store keeps rate-limit state in Redis (a single server, Sentinel or
 // Cluster) and decides each request with a script call, atomically, on
 // the Redis server's clock, so any number of application instances share
@@ -136,6 +146,9 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 			strconv.FormatInt(p.Burst, 10), strconv.FormatInt(p.Unit, 10))
 	}
 	l.limitArgs = args[1:]
+	if len(limits) == 1 {
+		l.scriptOne = scriptsOne[alg]
+	}
 	// A deciding call has one key and one argument more: its reply's (see
 	// onceTTL).
 	l.onceTTL = strconv.FormatInt(onceTTL(s.cfg.redis.timeout).Milliseconds(), 10)
@@ -148,14 +161,17 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 }
 
 type redisLimiter struct {
-	client   redis.UniversalClient
-	script   *redis.Script
-	alg      algorithms.Algorithm
-	limits   []algorithms.Limit
-	prefix   string    // "<prefix>:{"
-	channel  string    // the store's announcements (denialsChannel)
-	suffixes []string  // "}:<state name>", one per limit
-	calls    sync.Pool // *redisCall: keys, then costs and rate, period, burst, unit per limit
+	client redis.UniversalClient
+	script *redis.Script
+	// scriptOne, for a limiter of one limit, decides one request of a
+	// plain cost (see scriptFor).
+	scriptOne *redis.Script
+	alg       algorithms.Algorithm
+	limits    []algorithms.Limit
+	prefix    string    // "<prefix>:{"
+	channel   string    // the store's announcements (denialsChannel)
+	suffixes  []string  // "}:<state name>", one per limit
+	calls     sync.Pool // *redisCall: keys, then costs and rate, period, burst, unit per limit
 	// limitArgs are the script's arguments after the costs: rate, period,
 	// burst and unit per limit; onceTTL, after them in a deciding call, how long
 	// (ms) the call's reply is kept.
@@ -212,17 +228,33 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 		l.keysOf(key, keys, 0)
 	}
 	args[0] = list
-	reply, err := l.script.Run(ctx, l.client, keys, args...).Text()
+	script := l.scriptFor(list)
+	reply, err := script.Run(ctx, l.client, keys, args...).Text()
 	if err != nil && id != 0 && !refund && g.moving.Learn(hashTagSafe(key), err, g.clock()) {
 		// Not run: the key that kept it from running goes.
 		id = 0
-		reply, err = l.script.Run(ctx, l.client, keys[:len(l.limits)], args[:len(args)-1]...).Text()
+		reply, err = script.Run(ctx, l.client, keys[:len(l.limits)], args[:len(args)-1]...).Text()
 	}
 	if err != nil {
 		return nil, id, scriptError(l.alg, err)
 	}
 	res, err := l.parse(reply, n, dst)
 	return res, id, err
+}
+
+// scriptFor returns the script for a call whose costs list is list: the
+// one-request script when the limiter has one limit and list is one plain
+// cost (digits only), the driver otherwise.
+func (l *redisLimiter) scriptFor(list string) *redis.Script {
+	if l.scriptOne == nil || list == "" {
+		return l.script
+	}
+	for i := 0; i < len(list); i++ {
+		if list[i] < '0' || list[i] > '9' {
+			return l.script
+		}
+	}
+	return l.scriptOne
 }
 
 // parse reads the script's reply for n requests into dst, or a new slice
