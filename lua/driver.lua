@@ -32,15 +32,19 @@
 -- reply was lost (a broken connection, a timeout), after the first may have
 -- run. So a call that decides (not a peek) passes one key more, last,
 -- unique to the call and in the same slot, and one argument more, last:
--- how long (ms) to keep its reply there. A call that finds that key set
--- has run before: it returns the first run's reply, deciding nothing.
+-- how long (ms) to keep its reply there, negated when the client may have
+-- sent the call before. Only then can the key be set: a call that finds it
+-- set has run before, and returns the first run's reply, deciding nothing.
 local per = math.floor((#ARGV - 1) / 4)
 local once, once_ttl
 if #ARGV - 1 > 4 * per then
-  once, once_ttl = KEYS[#KEYS], ARGV[#ARGV]
-  local kept = redis.call('GET', once)
-  if kept then
-    return kept
+  once, once_ttl = KEYS[#KEYS], tonumber(ARGV[#ARGV])
+  if once_ttl < 0 then
+    once_ttl = -once_ttl
+    local kept = redis.call('GET', once)
+    if kept then
+      return kept
+    end
   end
 end
 

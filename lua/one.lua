@@ -3,9 +3,11 @@
 -- which cost Redis more than the decision itself. KEYS and ARGV are laid
 -- out as for driver.lua (KEYS[1] the state, KEYS[2] the key that keeps a
 -- deciding call's reply; ARGV[1] the cost, the limit's rate, period, burst
--- and unit, then how long to keep the reply), and so is the answer.
-local once = KEYS[2]
-if once then
+-- and unit, then how long to keep the reply, negated when the call may
+-- have been sent before), and so is the answer.
+local once, once_ttl = KEYS[2], tonumber(ARGV[6])
+if once and once_ttl < 0 then
+  once_ttl = -once_ttl
   local kept = redis.call('GET', once)
   if kept then
     return kept
@@ -24,7 +26,7 @@ local function decide_one()
   commit(1, key, now, cost, rate, period, burst, unit)
   local reply = string.format('1 1 %d 0 %d', remaining, reset)
   if once then
-    redis.call('SET', once, reply, 'PX', ARGV[6])
+    redis.call('SET', once, reply, 'PX', once_ttl)
   end
   return reply
 end

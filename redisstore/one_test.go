@@ -64,3 +64,23 @@ func TestOneRequestScript(t *testing.T) {
 		})
 	}
 }
+
+// A deciding call's lifetime argument reads as is the first time go-redis
+// writes it and negated every time after, until it is set for a new call.
+func TestOnceArg(t *testing.T) {
+	a := newOnceArg("2200")
+	for i, want := range []string{"2200", "-2200", "-2200"} {
+		b, err := a.MarshalBinary()
+		if err != nil || string(b) != want {
+			t.Fatalf("write %d: %q, %v; want %q", i, b, err, want)
+		}
+	}
+	a.set("2200")
+	if b, _ := a.MarshalBinary(); string(b) != "2200" {
+		t.Fatalf("first write after set: %q, want 2200", b)
+	}
+	a.set("600000")
+	if b, _ := a.MarshalBinary(); string(b) != "600000" || a.String() != "600000" {
+		t.Fatalf("after set(600000): %q (%s)", b, a)
+	}
+}

@@ -21,6 +21,7 @@ type scriptCall struct {
 	cmd  *redis.Cmd
 
 	script *redis.Script // the call's script (see redisLimiter.scriptFor)
+	once   onceArg       // the reply's lifetime, when the call carries an id
 
 	charge bool // it sends an owed charge: no jobs, and its reply is not read
 }
@@ -81,7 +82,8 @@ func (c *scriptCall) assemble(withOnce bool) {
 	c.args = append(append(c.args, groups.String()), l.limitArgs...)
 	if withOnce {
 		c.keys[len(c.keys)-1] = l.onceKey(c.jobs[0].key, l.guard.ids.id())
-		c.args = append(c.args, l.onceTTL)
+		c.once.set(l.onceTTL)
+		c.args = append(c.args, &c.once)
 	}
 }
 

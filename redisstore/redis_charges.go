@@ -51,7 +51,10 @@ const DefaultMaxOwedKeys = 1 << 16
 // outage's retries.
 const chargeOnceTTL = 10 * time.Minute
 
-var chargeOnceTTLArg = strconv.FormatInt(chargeOnceTTL.Milliseconds(), 10)
+// chargeOnceTTLArg is a charge call's last argument: negative, so that
+// the script always looks for a kept reply (see onceArg), since a charge
+// goes under the id of a call that may have run, or again under its own.
+var chargeOnceTTLArg = "-" + strconv.FormatInt(chargeOnceTTL.Milliseconds(), 10)
 
 // owedCharge is what one key owes Redis.
 type owedCharge struct {

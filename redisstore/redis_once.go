@@ -17,6 +17,52 @@ import (
 // returns it instead of deciding again. Peeks consume nothing and carry no
 // id.
 
+// The first time go-redis writes a call, its id is new: no reply can be
+// kept under it yet, so the script looks for one only when the call is
+// written again (a resend after a lost reply, a NOSCRIPT or a redirection),
+// which onceArg tells it. Skipping that GET saves Redis a command on nearly
+// every call.
+
+// onceArg is a deciding call's last argument: its reply's lifetime in ms,
+// written as is the first time go-redis writes the call, and negated every
+// time after, when the call may have run already (go-redis writes an
+// argument that is an encoding.BinaryMarshaler with MarshalBinary each
+// time it writes the command). Invariant: a write after the first is never
+// taken for the first, so a call that may have run always looks for its
+// kept reply (TestLostReplyCountsOnce, TestLostPipelineCountsOnce,
+// TestOnceArg).
+type onceArg struct {
+	first, again []byte // "<ms>", "-<ms>"
+	written      atomic.Bool
+}
+
+// newOnceArg returns the argument of a reply kept for ms milliseconds.
+func newOnceArg(ms string) *onceArg {
+	a := &onceArg{}
+	a.set(ms)
+	return a
+}
+
+// set makes a the argument of a reply kept for ms milliseconds, not yet
+// written.
+func (a *onceArg) set(ms string) {
+	if string(a.first) != ms {
+		a.first, a.again = []byte(ms), []byte("-"+ms)
+	}
+	a.written.Store(false)
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler for go-redis's writer.
+func (a *onceArg) MarshalBinary() ([]byte, error) {
+	if a.written.Swap(true) {
+		return a.again, nil
+	}
+	return a.first, nil
+}
+
+// String shows the lifetime in logs and hooks that print the command.
+func (a *onceArg) String() string { return string(a.first) }
+
 // onceInfix names the key that keeps a call's reply, after the hash tag.
 const onceInfix = "}:once:"
 

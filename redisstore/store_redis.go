@@ -153,9 +153,10 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 	// onceTTL).
 	l.onceTTL = strconv.FormatInt(onceTTL(s.cfg.redis.timeout).Milliseconds(), 10)
 	l.once = resends(s.client)
-	args = append(args, l.onceTTL)
 	l.calls.New = func() any {
-		return &redisCall{keys: make([]string, len(limits)+1), args: append([]any(nil), args...)}
+		c := &redisCall{keys: make([]string, len(limits)+1), once: newOnceArg(l.onceTTL)}
+		c.args = append(append([]any(nil), args...), c.once)
+		return c
 	}
 	return l, nil
 }
@@ -223,6 +224,7 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 	if deciding && l.once && (refund || !g.moving.Holds(hashTagSafe(key), g.clock)) {
 		id = g.ids.id()
 		l.keysOf(key, keys, id)
+		call.once.set(l.onceTTL)
 	} else {
 		keys, args = keys[:len(l.limits)], args[:len(args)-1]
 		l.keysOf(key, keys, 0)
@@ -321,6 +323,7 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 type redisCall struct {
 	keys []string
 	args []any
+	once *onceArg // the last of args
 }
 
 // parseReply reads len(f) non-negative integers separated by single spaces.
