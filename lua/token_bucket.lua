@@ -1,5 +1,5 @@
--- Token bucket. State: a hash {t = tokens × period, ts = time of t}, times
--- in the limit's unit. Tokens are counted in units of 1/period so the refill
+-- Token bucket. State: the string "<tokens × period>:<time of them>", the
+-- time in the limit's unit (older scripts kept a hash {t, ts}, still read). Tokens are counted in units of 1/period so the refill
 -- of rate tokens per period is a whole rate units per time unit: the
 -- arithmetic stays in integers, with rate/period reduced and a unit chosen
 -- so that burst × period stays within 2^52. A missing state is a full
@@ -10,20 +10,44 @@
 -- may take it below zero too (see overdraw).
 local levels = {}
 
+-- read returns the stored level and its time, or nil: from the string
+-- state, or from the hash {t, ts} that older scripts kept.
+local function read(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then
+    if not string.find(v.err, 'WRONGTYPE', 1, true) then
+      error(v)
+    end
+    v = redis.call('HMGET', key, 't', 'ts')
+    if v[1] and v[2] then
+      return tonumber(v[1]), tonumber(v[2])
+    end
+    return nil
+  end
+  if v then
+    local t, ts = string.match(v, '^(%-?%d+):(%d+)$')
+    return tonumber(t), tonumber(ts)
+  end
+  return nil
+end
+
+-- write stores level t as of time ts (units), until the bucket is full.
+local function write(key, t, ts, now_us, rate, cap, unit)
+  redis.call('SET', key, string.format('%d:%d', t, ts), 'PX', ttl(ts + math.ceil((cap - t) / rate), now_us, unit))
+end
+
 local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)
   local now = in_units(now_us, unit)
   local cap = burst * period
   local tokens = cap
-  local v = redis.call('HMGET', key, 't', 'ts')
-  if v[1] and v[2] then
-    local t, ts = tonumber(v[1]), tonumber(v[2])
+  local t, ts = read(key)
+  if t and ts then
     if ts > now then
       -- Stamped by a clock that was ahead: the level is as of now, and
       -- refills from now. Written at once, so the correction does not move
       -- with now.
       ts = now
-      redis.call('HSET', key, 'ts', string.format('%d', now))
-      redis.call('PEXPIRE', key, ttl(now + math.ceil((cap - t) / rate), now_us, unit))
+      write(key, t, now, now_us, rate, cap, unit)
     end
     if now - ts < math.ceil((cap - t) / rate) then
       tokens = t + (now - ts) * rate
@@ -49,8 +73,7 @@ end
 -- put stores the level left as of now.
 local function put(key, left, now_us, rate, period, burst, unit)
   local now = in_units(now_us, unit)
-  redis.call('HSET', key, 't', string.format('%d', left), 'ts', string.format('%d', now))
-  redis.call('PEXPIRE', key, ttl(now + math.ceil((burst * period - left) / rate), now_us, unit))
+  write(key, left, now, now_us, rate, burst * period, unit)
 end
 
 local function commit(i, key, now_us, cost, rate, period, burst, unit)
@@ -85,7 +108,6 @@ local function refund(i, key, now_us, cost, since_us, rate, period, burst, unit)
     redis.call('UNLINK', key)
     return true
   end
-  redis.call('HSET', key, 't', string.format('%d', t), 'ts', string.format('%d', now))
-  redis.call('PEXPIRE', key, ttl(now + math.ceil((cap - t) / rate), now_us, unit))
+  write(key, t, now, now_us, rate, cap, unit)
   return true
 end
