@@ -237,14 +237,14 @@ func runReserveDifferential(t *testing.T, alg algorithms.Algorithm, limits []alg
 	for step := range 300 {
 		switch r := rng.IntN(10); {
 		case r < 4:
-			advance(time.Duration(rng.Int64N(int64(period/4))) / time.Microsecond * time.Microsecond)
+			advance(randMicros(rng, period/4))
 		case r < 5 && clockBack:
-			advance(-time.Duration(rng.Int64N(int64(period/2))) / time.Microsecond * time.Microsecond)
+			advance(-randMicros(rng, period/2))
 		}
 		key, cost := keys[rng.IntN(len(keys))], 1+rng.IntN(maxCost)
 		var maxDelay time.Duration
 		if rng.IntN(4) != 0 {
-			maxDelay = time.Duration(rng.Int64N(int64(min(2*period, algorithms.MaxDelay)))) / time.Microsecond * time.Microsecond
+			maxDelay = randMicros(rng, min(2*period, algorithms.MaxDelay))
 		}
 		a, err := mem.Reserve(context.Background(), key, cost, maxDelay)
 		if err != nil {
