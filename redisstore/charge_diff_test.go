@@ -91,7 +91,7 @@ func runChargeDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 			a, errA := mem.Refund(ctx, key, cost, 0)
 			b, errB := red.Refund(ctx, key, cost, 0)
 			agree(t, step, "refund", a, b, errA, errB)
-		case r < 5 && ratemath.Reserves(alg):
+		case r < 5 && alg.CanReserve():
 			// A reservation may leave a debt or a backlog past the
 			// capacity, from which a charge takes nothing.
 			maxDelay := randMicros(rng, min(limits[0].Period, algorithms.MaxDelay))

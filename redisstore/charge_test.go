@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/internal/ratemath"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -24,7 +23,7 @@ func chargeRetry(alg algorithms.Algorithm, debt bool) [2]time.Duration {
 	switch {
 	case alg == algorithms.SlidingWindowCounter:
 		return [2]time.Duration{65 * time.Minute, 66 * time.Minute}
-	case ratemath.Reserves(alg) && !debt:
+	case alg.CanReserve() && !debt:
 		return [2]time.Duration{5 * time.Minute, 6 * time.Minute}
 	}
 	return [2]time.Duration{59 * time.Minute, time.Hour}
@@ -67,7 +66,7 @@ func TestChargeTakesWhatIsLeft(t *testing.T) {
 						t.Fatal(err)
 					}
 					// A bucket in debt refuses even a request of cost 0.
-					debt := ratemath.Reserves(alg) && tc.before+tc.charge > 10
+					debt := alg.CanReserve() && tc.before+tc.charge > 10
 					if r.Allowed == debt || r.Remaining != tc.wantLeft || r.Limit != 10 {
 						t.Fatalf("charge of %d: %+v; want Remaining %d of 10, allowed %v", tc.charge, r, tc.wantLeft, !debt)
 					}
