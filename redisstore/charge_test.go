@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/internal/redistest"
 )
 
 // chargeRetry bounds the RetryAfter of a request of cost 1 right after a
@@ -164,12 +163,9 @@ func TestChargeBadInput(t *testing.T) {
 // A charge whose reply is lost, which go-redis then sends again, is made
 // once.
 func TestLostChargeReplyCountsOnce(t *testing.T) {
-	addr := redistest.Standalone(t)
 	counts := &dropCounts{}
-	proxy := newDropProxy(t, addr, counts)
-	direct := redis.NewClient(&redis.Options{Addr: addr})
-	defer direct.Close()
-	c := redis.NewClient(&redis.Options{Addr: proxy.addr})
+	proxyAddr, direct := lossyRedis(t, counts)
+	c := redis.NewClient(&redis.Options{Addr: proxyAddr})
 	defer c.Close()
 	ctx := context.Background()
 	for _, alg := range algorithms.Algorithms {
