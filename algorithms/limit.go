@@ -140,7 +140,6 @@ func (l Limit) ValidateFor(alg Algorithm) error {
 	return nil
 }
 
-// burst is the bucket capacity: Burst, or Rate when Burst is 0.
 // Refill is the time a bucket of l (TokenBucket, LeakyBucket) takes to
 // refill from empty: Burst × Period / Rate, rounded up to the microsecond.
 // It is 0 for a limit whose refill exceeds MaxRefill, which ValidateFor
@@ -153,7 +152,9 @@ func (l Limit) Refill() time.Duration {
 	return time.Duration(us) * time.Microsecond
 }
 
-func (l Limit) burst() int {
+// Capacity is the most a bucket of l (TokenBucket, LeakyBucket) holds:
+// Burst, or Rate when Burst is 0.
+func (l Limit) Capacity() int {
 	if l.Burst == 0 {
 		return l.Rate
 	}
@@ -219,7 +220,7 @@ func New(store Store, alg Algorithm, limits ...Limit) (RateLimiter, error) {
 		// Two limits with one state would be charged twice per request.
 		id := limitID{rate: l.Rate, period: l.Period}
 		if alg == TokenBucket || alg == LeakyBucket {
-			id.burst = l.burst()
+			id.burst = l.Capacity()
 		}
 		if seen[id] {
 			return nil, fmt.Errorf("%w: %s given twice for %s", ErrInvalidLimit, l, alg)
@@ -233,7 +234,7 @@ func New(store Store, alg Algorithm, limits ...Limit) (RateLimiter, error) {
 // Burst × Period / Rate rounded up to the µs, exact for any limit that
 // Validate accepts; ok is false when it does not fit an int64.
 func refillMicros(l Limit) (us int64, ok bool) {
-	hi, lo := bits.Mul64(uint64(l.burst()), uint64(l.Period.Microseconds()))
+	hi, lo := bits.Mul64(uint64(l.Capacity()), uint64(l.Period.Microseconds()))
 	r := uint64(l.Rate)
 	if hi >= r {
 		return 0, false

@@ -21,7 +21,9 @@ const MaxDelay = time.Hour
 // that can reserve: TokenBucket or LeakyBucket.
 func CanReserve(l Limiter) bool {
 	r, ok := l.(RateLimiter)
-	return ok && r != nil && reserves(r.Algorithm())
+	return ok && r != nil && r.Algorithm().CanReserve()
 }
 
-func reserves(alg Algorithm) bool { return alg == TokenBucket || alg == LeakyBucket }
+// CanReserve reports whether a can reserve (RateLimiter.Reserve): the
+// buckets, TokenBucket and LeakyBucket, can.
+func (a Algorithm) CanReserve() bool { return a == TokenBucket || a == LeakyBucket }

@@ -96,18 +96,32 @@ func buildOpts(logger *slog.Logger, extra ...Option) []Option {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// mount parses file, builds it with opts and mounts it on a chi router.
-func mount(t *testing.T, file string, opts ...Option) (*Runtime, http.Handler) {
+// mustParse parses file, named served.yaml.
+func mustParse(t *testing.T, file string) *Config {
 	t.Helper()
 	c, err := Parse([]byte(file), "served.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// mustBuild builds c with opts; the Runtime is closed when the test ends.
+func mustBuild(t *testing.T, c *Config, opts ...Option) *Runtime {
+	t.Helper()
 	rt, err := c.Build(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Close() })
+	return rt
+}
+
+// mount parses file, builds it with opts and mounts it on a chi router.
+func mount(t *testing.T, file string, opts ...Option) (*Runtime, http.Handler) {
+	t.Helper()
+	c := mustParse(t, file)
+	rt := mustBuild(t, c, opts...)
 	r := chi.NewRouter()
 	if err := rt.Mount(r, handlers(c)); err != nil {
 		t.Fatal(err)
@@ -198,10 +212,7 @@ func TestServeMemory(t *testing.T) {
 }
 
 func TestBuildErrors(t *testing.T) {
-	c, err := Parse([]byte(served), "served.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustParse(t, served)
 	logger := quiet()
 	tests := []struct {
 		name string
@@ -235,20 +246,13 @@ func TestBuildErrors(t *testing.T) {
 }
 
 func TestMountMismatch(t *testing.T) {
-	c, err := Parse([]byte(served), "served.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := c.Build(buildOpts(quiet())...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	c := mustParse(t, served)
+	rt := mustBuild(t, c, buildOpts(quiet())...)
 	hs := handlers(c)
 	delete(hs, "GET /me")
 	hs["GET /mee"] = http.NotFoundHandler()
 	r := chi.NewRouter()
-	err = rt.Mount(r, hs)
+	err := rt.Mount(r, hs)
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `handler "GET /mee" has no route`) ||
 		!strings.Contains(err.Error(), "served.yaml:40: route GET /me has no handler") {
 		t.Fatalf("Mount: %v", err)
@@ -298,17 +302,10 @@ func (r refusingRouter) Method(method, pattern string, h http.Handler) {
 
 // A router that refuses a route gets an error from Mount, not a panic.
 func TestMountRefused(t *testing.T) {
-	c, err := Parse([]byte(served), "served.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := c.Build(buildOpts(quiet())...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	c := mustParse(t, served)
+	rt := mustBuild(t, c, buildOpts(quiet())...)
 	mux := chi.NewRouter()
-	err = rt.Mount(refusingRouter{Router: mux, refuse: "/me"}, handlers(c))
+	err := rt.Mount(refusingRouter{Router: mux, refuse: "/me"}, handlers(c))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "route GET /me: the router refused it: chi: cannot route /me") {
 		t.Fatalf("Mount on a refusing router: %v", err)
 	}
@@ -321,10 +318,7 @@ func TestMountRefused(t *testing.T) {
 // A Config made in code is checked by Build as far as Parse would be
 // needed to keep Mount from failing at a request.
 func TestBuildConfigInCode(t *testing.T) {
-	c, err := Parse([]byte(served), "served.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustParse(t, served)
 	c.Routes = append(c.Routes, Route{Method: "GET", Path: "/ghost", Policy: "ghost"})
 	if _, err := c.Build(buildOpts(quiet())...); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `no policy "ghost"`) {
 		t.Fatalf("route to a missing policy: %v", err)

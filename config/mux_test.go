@@ -41,15 +41,8 @@ func TestMuxPattern(t *testing.T) {
 // mountMux parses file, builds it with opts and mounts it on a ServeMux.
 func mountMux(t *testing.T, file string, opts ...Option) (*Runtime, *http.ServeMux) {
 	t.Helper()
-	c, err := Parse([]byte(file), "served.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := c.Build(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
+	c := mustParse(t, file)
+	rt := mustBuild(t, c, opts...)
 	mux := http.NewServeMux()
 	if err := rt.MountMux(mux, handlers(c)); err != nil {
 		t.Fatal(err)

@@ -25,11 +25,7 @@ func edit(t *testing.T, file, old, new string) string {
 
 func reload(t *testing.T, rt *Runtime, file string) error {
 	t.Helper()
-	c, err := Parse([]byte(file), "served.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rt.Reload(c)
+	return rt.Reload(mustParse(t, file))
 }
 
 func TestReloadKeepsCounts(t *testing.T) {

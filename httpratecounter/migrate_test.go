@@ -1,46 +1,13 @@
 package httpratecounter
 
 import (
-	"context"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/internal/clusterslot"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
-
-// tryAgains counts the TRYAGAIN replies of a Cluster's nodes.
-type tryAgains struct{ n atomic.Int64 }
-
-func (h *tryAgains) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *tryAgains) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.count(cmd)
-		return err
-	}
-}
-
-func (h *tryAgains) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return err
-	}
-}
-
-func (h *tryAgains) count(cmd redis.Cmder) {
-	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN") {
-		h.n.Add(1)
-	}
-}
 
 // While a Cluster slot migrates, a client's counters are read and counted
 // exactly, whether they are still on the source, moved to the target, or
@@ -58,10 +25,7 @@ func TestClusterMigratingSlotCounts(t *testing.T) {
 		{name: "new client", before: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hook := &tryAgains{}
-			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-			client.OnNewNode(func(n *redis.Client) { n.AddHook(hook) })
-			defer client.Close()
+			client, tryAgains := redistest.TryAgainClient(t, addrs)
 			prefix := "mig" + strings.ReplaceAll(tc.name, " ", "")
 			c := mustNew(t, client, WithPrefix(prefix))
 			c.Config(100, window)
@@ -89,10 +53,10 @@ func TestClusterMigratingSlotCounts(t *testing.T) {
 					t.Fatalf("after increment %d: counts %d, %d (%v), want %d, 0", i, n, prev, err, want)
 				}
 				if i == 0 {
-					hook.n.Store(0)
+					tryAgains.Reset()
 				}
 			}
-			if n := hook.n.Load(); n != 0 {
+			if n := tryAgains.Count(); n != 0 {
 				t.Errorf("%d TRYAGAIN replies after the first increment and read", n)
 			}
 		})

@@ -1,17 +1,14 @@
 package metrics_test
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/memstore"
+	"github.com/redlimit/redlimit/internal/observertest"
 	"github.com/redlimit/redlimit/metrics"
-	"github.com/redlimit/redlimit/middleware"
 )
 
 // Requests exempted by WithSkip are counted as skipped, and add no
@@ -22,14 +19,7 @@ func TestSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	h := mustMiddleware(t, mustNew(t, memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(5)),
-		middleware.WithObserver(m), middleware.WithPolicyName("api"),
-		middleware.WithSkip(func(r *http.Request) bool { return r.RemoteAddr == "192.0.2.9:1" }))(ok)
-	for range 4 {
-		send(h, "192.0.2.9:1")
-	}
-	send(h, "192.0.2.1:1")
+	observertest.ReplaySkipped(t, m)
 	want := `
 # HELP redlimit_requests_total Requests seen by the rate-limiting middleware, by policy and outcome.
 # TYPE redlimit_requests_total counter

@@ -20,22 +20,29 @@ func TestCostAfterAboveQuota(t *testing.T) {
 		for _, alg := range algorithms.Algorithms {
 			t.Run(st.name+"/"+string(alg), func(t *testing.T) {
 				t.Parallel()
-				lim := st.new(alg, algorithms.PerHour(10))
-				logger, logs := newLogger()
-				h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 1000}
-				mw := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second), WithCostAfter(), WithLogger(logger))(h)
-				codes := map[int]int{}
-				for range 20 {
-					codes[get(mw, "/", "exporter").Code]++
-				}
-				if codes[http.StatusOK] != 1 || codes[http.StatusTooManyRequests] != 19 {
-					t.Errorf("statuses %v; want 1 export served and 19 refused", codes)
-				}
-				if strings.Contains(logs.String(), "settling") {
-					t.Errorf("settlement logged a failure:\n%s", logs)
-				}
+				oneExportServed(t, st.new(alg, algorithms.PerHour(10)), WithTimeout(5*time.Second))
 			})
 		}
+	}
+}
+
+// oneExportServed sends 20 requests through lim, each of which sets its
+// cost to 1000 once served, with WithCostAfter and opts: exactly 1 is
+// served and 19 refused, and nothing is logged about settling.
+func oneExportServed(t *testing.T, lim algorithms.Limiter, opts ...Option) {
+	t.Helper()
+	logger, logs := newLogger()
+	h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 1000}
+	mw := mustNew(t, lim, append([]Option{WithKeyFunc(headerKey), WithCostAfter(), WithLogger(logger)}, opts...)...)(h)
+	codes := map[int]int{}
+	for range 20 {
+		codes[get(mw, "/", "exporter").Code]++
+	}
+	if codes[http.StatusOK] != 1 || codes[http.StatusTooManyRequests] != 19 {
+		t.Errorf("statuses %v; want 1 export served and 19 refused", codes)
+	}
+	if strings.Contains(logs.String(), "settling") {
+		t.Errorf("settlement logged a failure:\n%s", logs)
 	}
 }
 
@@ -60,19 +67,7 @@ func TestCostAfterAboveQuotaWithoutCharger(t *testing.T) {
 			if _, ok := algorithms.Limiter(lim).(charger); ok {
 				t.Fatal("the wrapper still has Charge; the test proves nothing")
 			}
-			logger, logs := newLogger()
-			h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 1000}
-			mw := mustNew(t, lim, WithKeyFunc(headerKey), WithCostAfter(), WithLogger(logger))(h)
-			codes := map[int]int{}
-			for range 20 {
-				codes[get(mw, "/", "exporter").Code]++
-			}
-			if codes[http.StatusOK] != 1 || codes[http.StatusTooManyRequests] != 19 {
-				t.Errorf("statuses %v; want 1 export served and 19 refused", codes)
-			}
-			if strings.Contains(logs.String(), "settling") {
-				t.Errorf("settlement logged a failure:\n%s", logs)
-			}
+			oneExportServed(t, lim)
 		})
 	}
 }

@@ -3,49 +3,14 @@ package otelmetrics_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/otelmetrics"
 )
-
-func send(h http.Handler, addr string, header ...string) int {
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	r.RemoteAddr = addr
-	for i := 0; i+1 < len(header); i += 2 {
-		r.Header.Set(header[i], header[i+1])
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, r)
-	return rec.Code
-}
-
-func mustNew(t *testing.T, store algorithms.Store, alg algorithms.Algorithm, l algorithms.Limit) algorithms.Limiter {
-	t.Helper()
-	lim, err := algorithms.New(store, alg, l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatal("timed out waiting")
-}
 
 // newMetrics returns Metrics on an SDK MeterProvider read by hand.
 func newMetrics(t testing.TB) (*otelmetrics.Metrics, *sdkmetric.ManualReader) {
@@ -123,14 +88,4 @@ func fmtValue[V any](v V, ok bool) string {
 		return "(absent)"
 	}
 	return fmt.Sprint(v)
-}
-
-// mustMiddleware is middleware.New that fails the test on an error.
-func mustMiddleware(t *testing.T, l algorithms.Limiter, opts ...middleware.Option) func(http.Handler) http.Handler {
-	t.Helper()
-	mw, err := middleware.New(l, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mw
 }

@@ -1,79 +1,32 @@
 package otelmetrics_test
 
 import (
-	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/memstore"
+	"github.com/redlimit/redlimit/internal/observertest"
 	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/otelmetrics"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
-// The Prometheus twin's scripted sequence (metrics.TestScrape) through the
-// middleware and a Redis store, then one collection: every instrument and
-// every series exactly as the sequence implies, and nothing else.
+// The scripted sequence shared with the Prometheus twin (metrics.TestScrape)
+// through the middleware and a Redis store, then one collection: every
+// instrument and every series exactly as the sequence implies, and nothing
+// else.
 func TestCollect(t *testing.T) {
 	m, reader := newMetrics(t)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
-	mem := memstore.New(memstore.WithClock(clock.Now))
-
-	// search: 2 allowed, 1 denied, 1 key error (an unknown API key).
-	search := mustMiddleware(t, mustNew(t, mem, algorithms.FixedWindow, algorithms.PerMinute(2)),
-		middleware.WithObserver(m), middleware.WithPolicyName("search"), middleware.WithClock(clock.Now),
-		middleware.WithCountCredentialFailures(false),
-		middleware.WithKeyFunc(keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(raw string) bool { return raw == "k" }))))(ok)
-	for range 3 {
-		send(search, "192.0.2.1:1", "X-API-Key", "k")
-	}
-	send(search, "192.0.2.1:1", "X-API-Key", "guess")
-
-	// shadow: 1 allowed, 2 shadow_denied.
-	shadow := mustMiddleware(t, mustNew(t, mem, algorithms.TokenBucket, algorithms.PerMinute(1)),
-		middleware.WithObserver(m), middleware.WithPolicyName("shadow"), middleware.WithShadow(true),
-		middleware.WithClock(clock.Now), middleware.WithLogger(quiet))(ok)
-	for range 3 {
-		send(shadow, "192.0.2.2:1")
-	}
-
-	// Redis: 1 allowed; under OOM a new key is decided locally (1 store
-	// error of kind script); with Redis gone, five refused connections open
-	// the breaker, and those keys are decided locally.
-	srv := redistest.StartServer(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-	defer client.Close()
-	store := redisstore.New(client, redisstore.WithObserver(m), redisstore.WithLogger(quiet), redisstore.WithPrefix("api"))
-	api := mustMiddleware(t, mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)),
-		middleware.WithObserver(m), middleware.WithPolicyName("api"))(ok)
-	send(api, "192.0.2.3:1")
-	if err := client.ConfigSet(context.Background(), "maxmemory", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	send(api, "192.0.2.4:1")
-	srv.Stop()
-	for i := range 5 {
-		send(api, "192.0.2."+string(rune('5'+i))+":1")
-	}
 	const breaker = "redlimit.breaker.open{redlimit.policy=api}"
-	waitFor(t, func() bool { return collect(t, reader).values[breaker] == 1 })
+	observertest.Replay(t, m, func() bool { return collect(t, reader).values[breaker] == 1 })
 
 	got := collect(t, reader)
 	wantValues := map[string]float64{
@@ -138,14 +91,7 @@ func diffMaps[V comparable](got, want map[string]V) []string {
 // decision duration, since no limiter was asked.
 func TestSkipped(t *testing.T) {
 	m, reader := newMetrics(t)
-	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	h := mustMiddleware(t, mustNew(t, memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(5)),
-		middleware.WithObserver(m), middleware.WithPolicyName("api"),
-		middleware.WithSkip(func(r *http.Request) bool { return r.RemoteAddr == "192.0.2.9:1" }))(ok)
-	for range 4 {
-		send(h, "192.0.2.9:1")
-	}
-	send(h, "192.0.2.1:1")
+	observertest.ReplaySkipped(t, m)
 	want := map[string]float64{
 		"redlimit.requests{redlimit.policy=api,redlimit.result=allowed}": 1,
 		"redlimit.requests{redlimit.policy=api,redlimit.result=skipped}": 4,

@@ -18,38 +18,20 @@ import (
 // after a charge (a bucket in debt, say) is told a RetryAfter that is
 // exactly enough, and after its ResetAfter the whole quota is back.
 func TestDifferentialCharges(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
-		for li, limits := range differentialLimits {
-			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
-				t.Parallel()
-				runChargeDifferential(t, alg, limits, uint64(li)+300, false)
-			})
-		}
-	}
+	runEach(t, runChargeDifferential, differentialLimits, 300, false)
 }
 
 // The same with a server clock that steps back and forth: the corrections
 // a charge makes agree too.
 func TestDifferentialChargesClockSteps(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
-		for li, limits := range differentialLimits[:5] {
-			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
-				t.Parallel()
-				runChargeDifferential(t, alg, limits, uint64(li)+400, true)
-			})
-		}
-	}
+	runEach(t, runChargeDifferential, differentialLimits[:5], 400, true)
 }
 
 // The same with limits at every scale: a charge's debt stays exact in
 // every unit the limits compute in.
 func TestDifferentialChargesLargeLimits(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
-		limits := largeLimits
-		if alg == algorithms.SlidingWindowLog {
-			limits = largeLogLimits
-		}
-		for _, l := range limits {
+		for _, l := range largeLimitsFor(alg) {
 			t.Run(fmt.Sprintf("%s/%s", alg, l), func(t *testing.T) {
 				t.Parallel()
 				runChargeDifferential(t, alg, []algorithms.Limit{l}, uint64(l.Rate)^uint64(l.Period)+500, false)
@@ -73,34 +55,16 @@ func runChargeDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 		return p.clock().UnixMicro()+d.Microseconds()+4*refill.Microseconds() >= 1<<53
 	}
 	ctx := context.Background()
-	agree := func(step int, what string, a, b algorithms.Result, errA, errB error) algorithms.Result {
-		t.Helper()
-		if errA != nil || errB != nil {
-			t.Fatalf("step %d %s: errors memory %v, redis %v", step, what, errA, errB)
-		}
-		if a != b {
-			t.Fatalf("step %d %s: stores disagree\n memory %+v\n redis  %+v", step, what, a, b)
-		}
-		if a.Remaining < 0 || a.Remaining > a.Limit {
-			t.Fatalf("step %d %s: Remaining %d outside [0, %d]", step, what, a.Remaining, a.Limit)
-		}
-		return a
-	}
 	allow := func(step int, key string, cost int) algorithms.Result {
 		t.Helper()
 		a, errA := mem.Allow(ctx, key, cost)
 		b, errB := red.Allow(ctx, key, cost)
-		return agree(step, "allow", a, b, errA, errB)
+		return agree(t, step, "allow", a, b, errA, errB)
 	}
 	rng := rand.New(rand.NewPCG(seed, uint64(len(alg))))
 	keys := []string{"x", "y"}
 	for step := range 400 {
-		switch r := rng.IntN(10); {
-		case r < 4:
-			advance(time.Duration(rng.Int64N(int64(min(limits[0].Period/3, 30*24*time.Hour)))) / time.Microsecond * time.Microsecond)
-		case r < 6 && clockSteps:
-			advance(-time.Duration(rng.Int64N(int64(limits[0].Period/4))) / time.Microsecond * time.Microsecond)
-		}
+		wander(rng, advance, limits[0].Period, clockSteps)
 		key := keys[rng.IntN(len(keys))]
 		cost := 1 + rng.IntN(maxCost)
 		switch r := rng.IntN(8); {
@@ -114,11 +78,11 @@ func runChargeDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 			peeked := len(limits) == 1 && rng.IntN(2) == 0
 			var before algorithms.Result
 			if peeked {
-				before = agree(step, "peek", peek(ctx, t, mem, key), peek(ctx, t, red, key), nil, nil)
+				before = agree(t, step, "peek", peek(ctx, t, mem, key), peek(ctx, t, red, key), nil, nil)
 			}
 			a, errA := mem.Charge(ctx, key, cost)
 			b, errB := red.Charge(ctx, key, cost)
-			after := agree(step, "charge", a, b, errA, errB)
+			after := agree(t, step, "charge", a, b, errA, errB)
 			if peeked && after.Remaining != max(leftOf(before)-cost, 0) {
 				t.Fatalf("step %d: charge of %d left %d, with %d left before it (%+v)",
 					step, cost, after.Remaining, leftOf(before), before)
@@ -126,14 +90,14 @@ func runChargeDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 		case r < 4:
 			a, errA := mem.Refund(ctx, key, cost, 0)
 			b, errB := red.Refund(ctx, key, cost, 0)
-			agree(step, "refund", a, b, errA, errB)
-		case r < 5 && ratemath.Reserves(alg):
+			agree(t, step, "refund", a, b, errA, errB)
+		case r < 5 && alg.CanReserve():
 			// A reservation may leave a debt or a backlog past the
 			// capacity, from which a charge takes nothing.
-			maxDelay := time.Duration(rng.Int64N(int64(min(limits[0].Period, algorithms.MaxDelay)))) / time.Microsecond * time.Microsecond
+			maxDelay := randMicros(rng, min(limits[0].Period, algorithms.MaxDelay))
 			a, errA := mem.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
 			b, errB := red.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
-			agree(step, "reserve", a, b, errA, errB)
+			agree(t, step, "reserve", a, b, errA, errB)
 		default:
 			res := allow(step, key, cost)
 			if !res.Allowed && rng.IntN(3) == 0 && !tooFar(res.RetryAfter) {

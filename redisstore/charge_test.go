@@ -10,8 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/internal/ratemath"
-	"github.com/redlimit/redlimit/internal/redistest"
 )
 
 // chargeRetry bounds the RetryAfter of a request of cost 1 right after a
@@ -24,7 +22,7 @@ func chargeRetry(alg algorithms.Algorithm, debt bool) [2]time.Duration {
 	switch {
 	case alg == algorithms.SlidingWindowCounter:
 		return [2]time.Duration{65 * time.Minute, 66 * time.Minute}
-	case ratemath.Reserves(alg) && !debt:
+	case alg.CanReserve() && !debt:
 		return [2]time.Duration{5 * time.Minute, 6 * time.Minute}
 	}
 	return [2]time.Duration{59 * time.Minute, time.Hour}
@@ -67,7 +65,7 @@ func TestChargeTakesWhatIsLeft(t *testing.T) {
 						t.Fatal(err)
 					}
 					// A bucket in debt refuses even a request of cost 0.
-					debt := ratemath.Reserves(alg) && tc.before+tc.charge > 10
+					debt := alg.CanReserve() && tc.before+tc.charge > 10
 					if r.Allowed == debt || r.Remaining != tc.wantLeft || r.Limit != 10 {
 						t.Fatalf("charge of %d: %+v; want Remaining %d of 10, allowed %v", tc.charge, r, tc.wantLeft, !debt)
 					}
@@ -165,12 +163,9 @@ func TestChargeBadInput(t *testing.T) {
 // A charge whose reply is lost, which go-redis then sends again, is made
 // once.
 func TestLostChargeReplyCountsOnce(t *testing.T) {
-	addr := redistest.Standalone(t)
 	counts := &dropCounts{}
-	proxy := newDropProxy(t, addr, counts)
-	direct := redis.NewClient(&redis.Options{Addr: addr})
-	defer direct.Close()
-	c := redis.NewClient(&redis.Options{Addr: proxy.addr})
+	proxyAddr, direct := lossyRedis(t, counts)
+	c := redis.NewClient(&redis.Options{Addr: proxyAddr})
 	defer c.Close()
 	ctx := context.Background()
 	for _, alg := range algorithms.Algorithms {

@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/internal/redistest"
 )
 
 // An acquire whose reply is lost after Redis ran it holds no slot beyond
@@ -18,11 +17,8 @@ import (
 // when it is released. Limit 1, lease 1 h: a slot left behind would lock
 // the key for the hour, and the next round would be refused.
 func TestRedisConcurrencyLostReply(t *testing.T) {
-	addr := redistest.Standalone(t)
 	counts := &dropCounts{}
-	proxy := newDropProxy(t, addr, counts)
-	direct := redis.NewClient(&redis.Options{Addr: addr})
-	defer direct.Close()
+	proxyAddr, direct := lossyRedis(t, counts)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name    string
@@ -34,7 +30,7 @@ func TestRedisConcurrencyLostReply(t *testing.T) {
 		{"not-resent", -1, 1, algorithms.DecidedLocally},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := redis.NewClient(&redis.Options{Addr: proxy.addr, MaxRetries: tc.retries})
+			c := redis.NewClient(&redis.Options{Addr: proxyAddr, MaxRetries: tc.retries})
 			defer c.Close()
 			prefix := "lost-" + tc.name
 			l := mustConcurrency(t, New(c, WithPrefix(prefix), WithTimeout(time.Second)), 1, time.Hour)

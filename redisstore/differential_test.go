@@ -31,14 +31,7 @@ var differentialLimits = [][]algorithms.Limit{
 }
 
 func TestDifferentialMemoryAndScripts(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
-		for li, limits := range differentialLimits {
-			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
-				t.Parallel()
-				runDifferential(t, alg, limits, uint64(li)+1, false)
-			})
-		}
-	}
+	runEach(t, runDifferential, differentialLimits, 1, false)
 }
 
 // The server's clock can step back (a correction, a failover to a replica
@@ -50,14 +43,55 @@ func TestDifferentialMemoryAndScripts(t *testing.T) {
 // gone when it steps back, which the memory store does not mimic, and that
 // is about expiry, not about the algorithms' arithmetic.
 func TestDifferentialClockGoesBack(t *testing.T) {
+	runEach(t, runDifferential, differentialLimits[:5], 100, true)
+}
+
+// runEach runs run for every algorithm on each of sets, in parallel
+// subtests named algorithm/letter; set i's seed is seed+i.
+func runEach(t *testing.T, run func(t *testing.T, alg algorithms.Algorithm, limits []algorithms.Limit, seed uint64, clockSteps bool),
+	sets [][]algorithms.Limit, seed uint64, clockSteps bool) {
 	for _, alg := range algorithms.Algorithms {
-		for li, limits := range differentialLimits[:5] {
+		for li, limits := range sets {
 			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
 				t.Parallel()
-				runDifferential(t, alg, limits, uint64(li)+100, true)
+				run(t, alg, limits, uint64(li)+seed, clockSteps)
 			})
 		}
 	}
+}
+
+// agree fails t unless the memory store (a, errA) and the scripts (b,
+// errB) answered what at step alike, without an error, and with Remaining
+// in [0, Limit]; it returns the answer.
+func agree(t *testing.T, step int, what string, a, b algorithms.Result, errA, errB error) algorithms.Result {
+	t.Helper()
+	if errA != nil || errB != nil {
+		t.Fatalf("step %d %s: errors memory %v, redis %v", step, what, errA, errB)
+	}
+	if a != b {
+		t.Fatalf("step %d %s: stores disagree\n memory %+v\n redis  %+v", step, what, a, b)
+	}
+	if a.Remaining < 0 || a.Remaining > a.Limit {
+		t.Fatalf("step %d %s: Remaining %d outside [0, %d]", step, what, a.Remaining, a.Limit)
+	}
+	return a
+}
+
+// wander moves the clock, on 4 steps in 10, ahead by up to a third of
+// period (at most 30 days), and with clockSteps, on 2 in 10, back by up to
+// a quarter of it.
+func wander(rng *rand.Rand, advance func(time.Duration), period time.Duration, clockSteps bool) {
+	switch r := rng.IntN(10); {
+	case r < 4:
+		advance(randMicros(rng, min(period/3, 30*24*time.Hour)))
+	case r < 6 && clockSteps:
+		advance(-randMicros(rng, period/4))
+	}
+}
+
+// randMicros is a random duration in [0, d), in whole microseconds.
+func randMicros(rng *rand.Rand, d time.Duration) time.Duration {
+	return time.Duration(rng.Int64N(int64(d))) / time.Microsecond * time.Microsecond
 }
 
 // diffPair is one limiter on the memory store and the same on the scripts
@@ -148,14 +182,14 @@ func runDifferential(t *testing.T, alg algorithms.Algorithm, limits []algorithms
 	for step := range 300 {
 		switch r := rng.IntN(10); {
 		case r < 4:
-			advance(time.Duration(rng.Int64N(int64(min(limits[0].Period/4, 30*24*time.Hour)))) / time.Microsecond * time.Microsecond)
+			advance(randMicros(rng, min(limits[0].Period/4, 30*24*time.Hour)))
 		case r < 5:
 			advance(0) // same microsecond
 		case r < 6 && clockBack:
-			advance(-time.Duration(rng.Int64N(int64(limits[0].Period/8))) / time.Microsecond * time.Microsecond)
+			advance(-randMicros(rng, limits[0].Period/8))
 		case r < 7 && clockBack:
 			// A clock ahead by up to two periods, corrected after a request.
-			jump := time.Duration(rng.Int64N(int64(2*limits[0].Period))) / time.Microsecond * time.Microsecond
+			jump := randMicros(rng, 2*limits[0].Period)
 			advance(jump)
 			both(step, keys[rng.IntN(len(keys))], 1+rng.IntN(maxCost))
 			advance(-jump)

@@ -41,16 +41,21 @@ var largeLogLimits = []algorithms.Limit{
 	{Rate: 9_973, Period: 86_400_000_067 * time.Microsecond},
 }
 
+// largeLimitsFor is largeLimits, or for the sliding window log
+// largeLogLimits.
+func largeLimitsFor(alg algorithms.Algorithm) []algorithms.Limit {
+	if alg == algorithms.SlidingWindowLog {
+		return largeLogLimits
+	}
+	return largeLimits
+}
+
 // Every Result is the same from memory and from the scripts, and waiting
 // RetryAfter is enough while waiting one µs less is not, whatever the unit
 // the limit computes in; and so while the clock steps back and forth.
 func TestDifferentialLargeLimits(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
-		limits := largeLimits
-		if alg == algorithms.SlidingWindowLog {
-			limits = largeLogLimits
-		}
-		for _, l := range limits {
+		for _, l := range largeLimitsFor(alg) {
 			for _, steps := range []bool{false, true} {
 				name := fmt.Sprintf("%s/%s/steps=%v", alg, l, steps)
 				t.Run(name, func(t *testing.T) {
@@ -214,11 +219,7 @@ func TestLargeLimitsOnRedis(t *testing.T) {
 	for name, c := range clients {
 		store := New(c, WithPrefix(fmt.Sprintf("large%d", prefixes.Add(1))), WithDenialCache(0))
 		for _, alg := range algorithms.Algorithms {
-			limits := largeLimits
-			if alg == algorithms.SlidingWindowLog {
-				limits = largeLogLimits
-			}
-			for i, l := range limits {
+			for i, l := range largeLimitsFor(alg) {
 				if l.Period < time.Hour {
 					continue // state that moves within a round trip: miniredis tests it
 				}

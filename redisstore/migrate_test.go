@@ -4,11 +4,8 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
@@ -20,36 +17,6 @@ func keyInSlot(prefix string, slot int) string {
 		if k := prefix + strconv.Itoa(i); clusterSlot(k) == slot {
 			return k
 		}
-	}
-}
-
-// tryAgains counts the TRYAGAIN replies of a Cluster's nodes: a deciding
-// call that carries the exactly-once key gets one for a slot in migration.
-type tryAgains struct{ n atomic.Int64 }
-
-func (h *tryAgains) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *tryAgains) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.count(cmd)
-		return err
-	}
-}
-
-func (h *tryAgains) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return err
-	}
-}
-
-func (h *tryAgains) count(cmd redis.Cmder) {
-	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN") {
-		h.n.Add(1)
 	}
 }
 
@@ -78,10 +45,7 @@ func TestClusterMigratingSlotDecidedByRedis(t *testing.T) {
 		{name: "pipeline", before: true, pipelined: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hook := &tryAgains{}
-			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-			c.OnNewNode(func(n *redis.Client) { n.AddHook(hook) })
-			defer c.Close()
+			c, tryAgains := redistest.TryAgainClient(t, addrs)
 			ctx := context.Background()
 			prefix := "mig" + strings.ReplaceAll(tc.name, " ", "")
 			limits := tc.limits
@@ -131,7 +95,7 @@ func TestClusterMigratingSlotDecidedByRedis(t *testing.T) {
 					t.Logf("round %d took %v", round, time.Since(start).Round(time.Microsecond))
 				}
 				if round == 0 {
-					hook.n.Store(0)
+					tryAgains.Reset()
 				}
 			}
 			for i, n := range count {
@@ -139,7 +103,7 @@ func TestClusterMigratingSlotDecidedByRedis(t *testing.T) {
 					t.Errorf("key %s: %d admitted, want %d", keys[i], n, rate)
 				}
 			}
-			if n := hook.n.Load(); n != 0 {
+			if n := tryAgains.Count(); n != 0 {
 				t.Errorf("%d TRYAGAIN replies after the first round: the calls kept sending the exactly-once key", n)
 			}
 		})

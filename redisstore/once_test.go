@@ -89,11 +89,8 @@ func lostReplies(t *testing.T, c, direct redis.UniversalClient, counts *dropCoun
 // A decision whose reply is lost counts once, with go-redis's retries on
 // (the default) or off, with or without context timeouts on the socket.
 func TestLostReplyCountsOnce(t *testing.T) {
-	addr := redistest.Standalone(t)
 	counts := &dropCounts{}
-	proxy := newDropProxy(t, addr, counts)
-	direct := redis.NewClient(&redis.Options{Addr: addr})
-	defer direct.Close()
+	proxyAddr, direct := lossyRedis(t, counts)
 	clients := []struct {
 		name    string
 		opts    redis.Options
@@ -112,7 +109,7 @@ func TestLostReplyCountsOnce(t *testing.T) {
 			t.Run(cl.name+"/"+string(alg), func(t *testing.T) {
 				counts.hold.Store(int64(cl.hold))
 				opts := cl.opts
-				opts.Addr = proxy.addr
+				opts.Addr = proxyAddr
 				c := redis.NewClient(&opts)
 				defer c.Close()
 				lostReplies(t, c, direct, counts, "once-"+cl.name, alg, cl.retries)
@@ -172,13 +169,10 @@ func TestClusterLostReplyCountsOnce(t *testing.T) {
 // limiters, each call deciding several keys); when the pipeline's replies
 // are lost and go-redis sends it again, each still counts once.
 func TestLostPipelineCountsOnce(t *testing.T) {
-	addr := redistest.Standalone(t)
 	counts := &dropCounts{}
 	counts.pipelined.Store(true)
-	proxy := newDropProxy(t, addr, counts)
-	direct := redis.NewClient(&redis.Options{Addr: addr})
-	defer direct.Close()
-	c := redis.NewClient(&redis.Options{Addr: proxy.addr})
+	proxyAddr, direct := lossyRedis(t, counts)
+	c := redis.NewClient(&redis.Options{Addr: proxyAddr})
 	defer c.Close()
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {

@@ -102,30 +102,31 @@ func (c *config) invalid(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{algorithms.ErrInvalidOption}, args...)...))
 }
 
+// redisOption is an Option that sets a field of the Redis store's
+// configuration, or, when the value is not ok, records the error that
+// format and args describe.
+func redisOption(ok bool, set func(*redisConfig), format string, args ...any) Option {
+	return func(c *config) {
+		if !ok {
+			c.invalid(format, args...)
+			return
+		}
+		set(&c.redis)
+	}
+}
+
 // WithTimeout bounds each decision of a Redis store's limiter, whatever the
 // go-redis client's own timeouts: when Redis has not answered by then, the
 // FailureMode decides (default DefaultTimeout). A deadline on the context
 // given to Allow that comes sooner wins. The memory store ignores it.
 func WithTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.invalid("timeout %s must be positive", d)
-			return
-		}
-		c.redis.timeout = d
-	}
+	return redisOption(d > 0, func(r *redisConfig) { r.timeout = d }, "timeout %s must be positive", d)
 }
 
 // WithFailureMode sets what a Redis store's limiter does when Redis cannot
 // decide: FailLocal (the default), FailOpen or FailClosed.
 func WithFailureMode(m FailureMode) Option {
-	return func(c *config) {
-		if m < FailLocal || m > FailClosed {
-			c.invalid("unknown failure mode %d", int(m))
-			return
-		}
-		c.redis.mode = m
-	}
+	return redisOption(m >= FailLocal && m <= FailClosed, func(r *redisConfig) { r.mode = m }, "unknown failure mode %d", int(m))
 }
 
 // WithInstances divides the limits that a Redis store enforces locally,
@@ -136,25 +137,14 @@ func WithFailureMode(m FailureMode) Option {
 // past MaxRefill; limits whose shares coincide enforced once). The default
 // is 1: each instance enforces the whole limit on its own.
 func WithInstances(n int) Option {
-	return func(c *config) {
-		if n < 1 {
-			c.invalid("instances %d must be at least 1", n)
-			return
-		}
-		c.redis.instances = n
-	}
+	return redisOption(n >= 1, func(r *redisConfig) { r.instances = n }, "instances %d must be at least 1", n)
 }
 
 // WithBreaker sets when a Redis store stops asking Redis (see
 // BreakerPolicy). The zero BreakerPolicy means the defaults.
 func WithBreaker(p BreakerPolicy) Option {
-	return func(c *config) {
-		if p.Failures < 0 || p.Ratio < 0 || p.Ratio > 1 || p.MinCalls < 0 || p.Window < 0 || p.OpenFor < 0 {
-			c.invalid("breaker policy %+v has a negative field or a ratio above 1", p)
-			return
-		}
-		c.redis.breaker = p
-	}
+	bad := p.Failures < 0 || p.Ratio < 0 || p.Ratio > 1 || p.MinCalls < 0 || p.Window < 0 || p.OpenFor < 0
+	return redisOption(!bad, func(r *redisConfig) { r.breaker = p }, "breaker policy %+v has a negative field or a ratio above 1", p)
 }
 
 // WithMaxInFlight sets how many round trips (a script call, or a pipeline
@@ -166,26 +156,14 @@ func WithBreaker(p BreakerPolicy) Option {
 // arrive while all are in flight wait and go together in the next: requests
 // for one key in one script call, several keys in one pipeline.
 func WithMaxInFlight(n int) Option {
-	return func(c *config) {
-		if n < 1 {
-			c.invalid("max in flight %d must be at least 1", n)
-			return
-		}
-		c.redis.maxInFlight = n
-	}
+	return redisOption(n >= 1, func(r *redisConfig) { r.maxInFlight = n }, "max in flight %d must be at least 1", n)
 }
 
 // WithMaxWaiting sets how many decisions a Redis store holds waiting for
 // Redis at once (default DefaultMaxWaiting); a decision beyond it is made
 // by the FailureMode at once, as this process is saturated.
 func WithMaxWaiting(n int) Option {
-	return func(c *config) {
-		if n < 1 {
-			c.invalid("max waiting %d must be at least 1", n)
-			return
-		}
-		c.redis.maxWaiting = n
-	}
+	return redisOption(n >= 1, func(r *redisConfig) { r.maxWaiting = n }, "max waiting %d must be at least 1", n)
 }
 
 // WithDenialCache sets how many denials a Redis store remembers (default
@@ -193,26 +171,14 @@ func WithMaxWaiting(n int) Option {
 // denied locally, for the same or a larger cost, until r has passed, so a
 // flood on one key stops before Redis. 0 turns the cache off.
 func WithDenialCache(size int) Option {
-	return func(c *config) {
-		if size < 0 {
-			c.invalid("denial cache size %d must not be negative", size)
-			return
-		}
-		c.redis.denials = size
-	}
+	return redisOption(size >= 0, func(r *redisConfig) { r.denials = size }, "denial cache size %d must not be negative", size)
 }
 
 // WithLogger sets where a Redis store logs the breaker's changes of state
 // and, at most once a second, Redis's errors (default slog.Default()). Keys
 // are never logged.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
-		if l == nil {
-			c.invalid("nil logger")
-			return
-		}
-		c.redis.logger = l
-	}
+	return redisOption(l != nil, func(r *redisConfig) { r.logger = l }, "nil logger")
 }
 
 // WithBatching turns batching on (the default) or off. On, the decisions

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -41,6 +43,17 @@ func (d *dropCounts) Hold() time.Duration { return time.Duration(d.hold.Load()) 
 // dropProxy is a redistest.DropProxy in front of a Redis server, losing
 // the replies counts picks.
 type dropProxy struct{ addr string }
+
+// lossyRedis starts a Redis server behind a dropProxy that drops replies
+// as counts says, and returns the proxy's address and a client of the
+// server itself, closed when the test ends.
+func lossyRedis(t testing.TB, counts *dropCounts) (proxyAddr string, direct *redis.Client) {
+	t.Helper()
+	addr := redistest.Standalone(t)
+	direct = redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = direct.Close() })
+	return newDropProxy(t, addr, counts).addr, direct
+}
 
 // newDropProxy starts a proxy in front of target that drops replies as
 // counts says; it stops when the test ends.

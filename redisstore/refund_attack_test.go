@@ -9,19 +9,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/internal/redistest"
 )
 
 // A refund whose reply is lost, and which the client therefore sends
 // again, gives back once: the driver keeps a refund's reply like a
 // consuming call's.
 func TestLostRefundCountsOnce(t *testing.T) {
-	addr := redistest.Standalone(t)
 	counts := &dropCounts{}
-	proxy := newDropProxy(t, addr, counts)
-	direct := redis.NewClient(&redis.Options{Addr: addr})
-	defer direct.Close()
-	c := redis.NewClient(&redis.Options{Addr: proxy.addr})
+	proxyAddr, direct := lossyRedis(t, counts)
+	c := redis.NewClient(&redis.Options{Addr: proxyAddr})
 	defer c.Close()
 	ctx := context.Background()
 	for _, alg := range algorithms.Algorithms {

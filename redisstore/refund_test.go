@@ -20,56 +20,24 @@ import (
 // age ago, after the allowed requests' units, leaves exactly the Remaining
 // the same requests without them would have had, when nothing else ran.
 func TestDifferentialRefunds(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
-		for li, limits := range differentialLimits {
-			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
-				t.Parallel()
-				runRefundDifferential(t, alg, limits, uint64(li)+7, false)
-			})
-		}
-	}
+	runEach(t, runRefundDifferential, differentialLimits, 7, false)
 }
 
 // The same with a server clock that steps back and forth: the corrections
 // a refund makes agree too.
 func TestDifferentialRefundsClockSteps(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
-		for li, limits := range differentialLimits[:5] {
-			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
-				t.Parallel()
-				runRefundDifferential(t, alg, limits, uint64(li)+70, true)
-			})
-		}
-	}
+	runEach(t, runRefundDifferential, differentialLimits[:5], 70, true)
 }
 
 func runRefundDifferential(t *testing.T, alg algorithms.Algorithm, limits []algorithms.Limit, seed uint64, clockSteps bool) {
 	p := newDiffPair(t, alg, limits, clockSteps, sweepFor(clockSteps))
 	mem, red, clock, advance, maxCost := p.mem, p.red, p.clock, p.advance, p.maxCost
 	ctx := context.Background()
-	agree := func(step int, what string, a, b algorithms.Result, errA, errB error) algorithms.Result {
-		t.Helper()
-		if errA != nil || errB != nil {
-			t.Fatalf("step %d %s: errors memory %v, redis %v", step, what, errA, errB)
-		}
-		if a != b {
-			t.Fatalf("step %d %s: stores disagree\n memory %+v\n redis  %+v", step, what, a, b)
-		}
-		if a.Remaining < 0 || a.Remaining > a.Limit {
-			t.Fatalf("step %d %s: Remaining %d outside [0, %d]", step, what, a.Remaining, a.Limit)
-		}
-		return a
-	}
 	rng := rand.New(rand.NewPCG(seed, uint64(len(alg))))
 	keys := []string{"x", "y"}
 	var taken []time.Time // when requests were allowed, any key
 	for step := range 400 {
-		switch r := rng.IntN(10); {
-		case r < 4:
-			advance(time.Duration(rng.Int64N(int64(limits[0].Period/3))) / time.Microsecond * time.Microsecond)
-		case r < 6 && clockSteps:
-			advance(-time.Duration(rng.Int64N(int64(limits[0].Period/4))) / time.Microsecond * time.Microsecond)
-		}
+		wander(rng, advance, limits[0].Period, clockSteps)
 		key := keys[rng.IntN(len(keys))]
 		cost := 1 + rng.IntN(maxCost)
 		if rng.IntN(3) == 0 {
@@ -86,23 +54,23 @@ func runRefundDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 			}
 			a, errA := mem.Refund(ctx, key, cost, age)
 			b, errB := red.Refund(ctx, key, cost, age)
-			agree(step, "refund", a, b, errA, errB)
+			agree(t, step, "refund", a, b, errA, errB)
 			continue
 		}
 		if (alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket) && rng.IntN(3) == 0 {
 			// A reservation, which may leave a debt or a backlog past the
 			// capacity for a refund to meet.
-			maxDelay := time.Duration(rng.Int64N(int64(limits[0].Period))) / time.Microsecond * time.Microsecond
+			maxDelay := randMicros(rng, limits[0].Period)
 			a, errA := mem.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
 			b, errB := red.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
-			if agree(step, "reserve", a, b, errA, errB).Allowed {
+			if agree(t, step, "reserve", a, b, errA, errB).Allowed {
 				taken = append(taken, clock())
 			}
 			continue
 		}
 		a, errA := mem.Allow(ctx, key, cost)
 		b, errB := red.Allow(ctx, key, cost)
-		if agree(step, "allow", a, b, errA, errB).Allowed {
+		if agree(t, step, "allow", a, b, errA, errB).Allowed {
 			taken = append(taken, clock())
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/internal/ratemath"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memstore"
 )
@@ -128,11 +127,12 @@ func TestReserveRefused(t *testing.T) {
 			t.Run(name+"/"+string(alg), func(t *testing.T) {
 				l := mustNew(t, store, alg, algorithms.PerSecond(10))
 				r := l.(algorithms.RateLimiter)
-				if got := algorithms.CanReserve(l); got != ratemath.Reserves(alg) {
+				buckets := alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket
+				if got := algorithms.CanReserve(l); got != buckets {
 					t.Fatalf("algorithms.CanReserve %v", got)
 				}
 				_, err := r.Reserve(ctx, "k", 1, 100*ms)
-				if ratemath.Reserves(alg) != (err == nil) {
+				if buckets != (err == nil) {
 					t.Fatalf("Reserve: %v", err)
 				}
 				if err != nil && !errors.Is(err, algorithms.ErrInvalidOption) {
@@ -143,7 +143,7 @@ func TestReserveRefused(t *testing.T) {
 						t.Fatalf("Reserve with delay %s: %v, want algorithms.ErrInvalidOption", d, err)
 					}
 				}
-				if ratemath.Reserves(alg) {
+				if buckets {
 					if _, err := r.Reserve(ctx, "", 1, ms); !errors.Is(err, algorithms.ErrInvalidKey) {
 						t.Fatalf("empty key: %v", err)
 					}
@@ -237,14 +237,14 @@ func runReserveDifferential(t *testing.T, alg algorithms.Algorithm, limits []alg
 	for step := range 300 {
 		switch r := rng.IntN(10); {
 		case r < 4:
-			advance(time.Duration(rng.Int64N(int64(period/4))) / time.Microsecond * time.Microsecond)
+			advance(randMicros(rng, period/4))
 		case r < 5 && clockBack:
-			advance(-time.Duration(rng.Int64N(int64(period/2))) / time.Microsecond * time.Microsecond)
+			advance(-randMicros(rng, period/2))
 		}
 		key, cost := keys[rng.IntN(len(keys))], 1+rng.IntN(maxCost)
 		var maxDelay time.Duration
 		if rng.IntN(4) != 0 {
-			maxDelay = time.Duration(rng.Int64N(int64(min(2*period, algorithms.MaxDelay)))) / time.Microsecond * time.Microsecond
+			maxDelay = randMicros(rng, min(2*period, algorithms.MaxDelay))
 		}
 		a, err := mem.Reserve(context.Background(), key, cost, maxDelay)
 		if err != nil {
@@ -287,7 +287,7 @@ func runReserveDifferential(t *testing.T, alg algorithms.Algorithm, limits []alg
 				// A wait is rounded up to the µs: a span may be short of
 				// the exact one by less than one.
 				span := ps[j].at.Sub(ps[i].at).Microseconds() + 1
-				if int64(sum)*l.Period.Microseconds() > int64(ratemath.Burst(l))*l.Period.Microseconds()+span*int64(l.Rate) {
+				if int64(sum)*l.Period.Microseconds() > int64(l.Capacity())*l.Period.Microseconds()+span*int64(l.Rate) {
 					t.Fatalf("key %s: %d units proceed within %dµs, more than %s allows", key, sum, span, l)
 				}
 			}

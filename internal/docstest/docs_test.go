@@ -130,8 +130,9 @@ func isFile(code string) bool {
 	return false
 }
 
-// goBlocks returns every Go block of the documentation.
-func goBlocks(t *testing.T) []block {
+// docBlocks returns every block of the documentation whose info string
+// is info ("go", "yaml").
+func docBlocks(t *testing.T, info string) []block {
 	t.Helper()
 	var out []block
 	for _, name := range docFiles(t) {
@@ -144,7 +145,7 @@ func goBlocks(t *testing.T) []block {
 			t.Fatal(err)
 		}
 		for _, b := range blocks {
-			if b.info == "go" {
+			if b.info == info {
 				out = append(out, b)
 			}
 		}
@@ -203,7 +204,7 @@ func forgiven(err error) bool {
 // TestGoBlocksCompile type-checks every Go block of README.md and
 // docs/*.md (see the package comment for the two kinds of block).
 func TestGoBlocksCompile(t *testing.T) {
-	blocks := goBlocks(t)
+	blocks := docBlocks(t, "go")
 	fset := token.NewFileSet()
 
 	prelude, err := parser.ParseFile(fset, filepath.Join("testdata", "prelude.go"), nil, parser.ParseComments)
@@ -274,26 +275,16 @@ func TestGoBlocksCompile(t *testing.T) {
 // must load.
 func TestConfigBlocksParse(t *testing.T) {
 	checked := 0
-	for _, name := range docFiles(t) {
-		text, err := os.ReadFile(filepath.Join(root, name))
-		if err != nil {
-			t.Fatal(err)
+	for _, b := range docBlocks(t, "yaml") {
+		if !strings.Contains(b.code, "policies:") {
+			continue
 		}
-		blocks, err := codeBlocks(name, string(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range blocks {
-			if b.info != "yaml" || !strings.Contains(b.code, "policies:") {
-				continue
-			}
-			checked++
-			// Blank lines ahead of the block make config's line numbers
-			// those of the Markdown file.
-			src := strings.Repeat("\n", b.line-1) + b.code
-			if _, err := config.Parse([]byte(src), b.file); err != nil {
-				t.Errorf("%v", err)
-			}
+		checked++
+		// Blank lines ahead of the block make config's line numbers those
+		// of the Markdown file.
+		src := strings.Repeat("\n", b.line-1) + b.code
+		if _, err := config.Parse([]byte(src), b.file); err != nil {
+			t.Errorf("%v", err)
 		}
 	}
 	if checked == 0 {

@@ -28,7 +28,7 @@ func WindowOf(alg algorithms.Algorithm, l algorithms.Limit) time.Duration {
 // QuotaOf is the number of units limit l holds under alg.
 func QuotaOf(alg algorithms.Algorithm, l algorithms.Limit) int {
 	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
-		return Burst(l)
+		return l.Capacity()
 	}
 	return l.Rate
 }
@@ -54,7 +54,7 @@ func CheckRequest(alg algorithms.Algorithm, limits []algorithms.Limit, key strin
 func StateName(alg algorithms.Algorithm, l algorithms.Limit) string {
 	name := algorithmCodes[alg] + ":" + strconv.Itoa(l.Rate) + ":" + strconv.FormatInt(l.Period.Microseconds(), 10)
 	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
-		name += ":" + strconv.Itoa(Burst(l))
+		name += ":" + strconv.Itoa(l.Capacity())
 	}
 	return name
 }
@@ -103,7 +103,7 @@ func RefundArgs(alg algorithms.Algorithm, limits []algorithms.Limit, key string,
 // CheckReserve validates a reservation's algorithm and delay.
 func CheckReserve(alg algorithms.Algorithm, maxDelay time.Duration) error {
 	switch {
-	case !Reserves(alg):
+	case !alg.CanReserve():
 		return fmt.Errorf("%w: %s cannot delay a request; only %s and %s can", algorithms.ErrInvalidOption, alg, algorithms.TokenBucket, algorithms.LeakyBucket)
 	case maxDelay < 0 || maxDelay > algorithms.MaxDelay:
 		return fmt.Errorf("%w: delay %s must be from 0 to %s", algorithms.ErrInvalidOption, maxDelay, algorithms.MaxDelay)
@@ -135,11 +135,6 @@ var algorithmCodes = map[algorithms.Algorithm]string{
 	algorithms.SlidingWindowCounter: "swc",
 	algorithms.TokenBucket:          "tb",
 	algorithms.LeakyBucket:          "lb",
-}
-
-// Reserves reports whether alg can reserve: the buckets can.
-func Reserves(alg algorithms.Algorithm) bool {
-	return alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket
 }
 
 // Code is alg's short name in Redis keys.

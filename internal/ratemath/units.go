@@ -28,7 +28,7 @@ type Params struct {
 // time in the smallest unit that divides the period and brings the numbers
 // within range. A unit always exists: the period itself.
 func ParamsFor(alg algorithms.Algorithm, l algorithms.Limit) Params {
-	rate, period, burst := int64(l.Rate), l.Period.Microseconds(), int64(Burst(l))
+	rate, period, burst := int64(l.Rate), l.Period.Microseconds(), int64(l.Capacity())
 	p := Params{Rate: rate, Period: period, Burst: burst, Unit: 1}
 	switch alg {
 	case algorithms.SlidingWindowCounter:
@@ -127,10 +127,5 @@ func toMicros(d, nowUS, now, unit int64) int64 {
 // it.
 const MaxExact = 1 << 53
 
-// Burst is a bucket's capacity under l: Burst, or Rate when Burst is 0.
-func Burst(l algorithms.Limit) int {
-	if l.Burst == 0 {
-		return l.Rate
-	}
-	return l.Burst
-}
+// Burst is l.Capacity(), a bucket's capacity under l.
+func Burst(l algorithms.Limit) int { return l.Capacity() }
