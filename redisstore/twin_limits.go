@@ -29,7 +29,7 @@ func twinLimits(alg algorithms.Algorithm, limits []algorithms.Limit, n int) ([]a
 		}
 		// Same state name: the same Period, so the lower rate (then the
 		// smaller bucket) is the tighter original.
-		if o := limits[index[j]]; l.Rate < o.Rate || l.Rate == o.Rate && ratemath.Burst(l) < ratemath.Burst(o) {
+		if o := limits[index[j]]; l.Rate < o.Rate || l.Rate == o.Rate && l.Capacity() < o.Capacity() {
 			index[j] = i
 		}
 	}
@@ -55,7 +55,7 @@ func shareOf(alg algorithms.Algorithm, l algorithms.Limit, n int) algorithms.Lim
 	// burst × share rate / rate keeps it no slower than the limit's (and at
 	// most the divided burst); a burst of 1 refills within one Period.
 	if s.Refill() == 0 {
-		s.Burst = max(1, int(int64(ratemath.Burst(l))*int64(s.Rate)/int64(l.Rate)))
+		s.Burst = max(1, int(int64(l.Capacity())*int64(s.Rate)/int64(l.Rate)))
 	}
 	return s
 }

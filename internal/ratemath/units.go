@@ -127,5 +127,3 @@ func toMicros(d, nowUS, now, unit int64) int64 {
 // it.
 const MaxExact = 1 << 53
 
-// Burst is l.Capacity(), a bucket's capacity under l.
-func Burst(l algorithms.Limit) int { return l.Capacity() }
