@@ -126,4 +126,3 @@ func toMicros(d, nowUS, now, unit int64) int64 {
 // representation chosen per limit (see paramsFor) so that they never pass
 // it.
 const MaxExact = 1 << 53
-
