@@ -6,6 +6,8 @@ import (
 	"net/netip"
 
 	chimw "github.com/go-chi/chi/v5/middleware"
+
+	"github.com/redlimit/redlimit/internal/intern"
 )
 
 // Bounds on the forwarding headers a client can make arbitrarily long.
@@ -148,7 +150,9 @@ func NewIP(opts ...IPOption) (KeyFunc, error) {
 	}, nil
 }
 
-// ipKey builds the key with a single allocation.
+// ipKey builds the key in a stack buffer and takes the string from the
+// process's table of recent keys: no allocation for a client seen lately,
+// one for a new one.
 func ipKey(a netip.Addr, v6Bits int) string {
 	var buf [64]byte // "ip:" + the longest IPv6 text + "/128" fits
 	b := append(buf[:0], "ip:"...)
@@ -158,7 +162,7 @@ func ipKey(a netip.Addr, v6Bits int) string {
 	} else {
 		b = a.AppendTo(b)
 	}
-	return string(b)
+	return intern.String(b)
 }
 
 // normalize folds IPv4-mapped IPv6 to IPv4 and drops the zone, so that

@@ -47,7 +47,7 @@ func (c *config) answer(w http.ResponseWriter, r *http.Request, v *verdict) acti
 	if c.leases {
 		c.setLeaseHeaders(w.Header(), v.res)
 	} else {
-		c.setHeaders(w.Header(), v.res, v.d, v.ps)
+		c.setHeaders(w.Header(), v.res, headerTextOf(v.d), v.ps, &v.clock)
 	}
 	if !v.res.Allowed {
 		c.writeDenied(w, r, v.res, v.ps)

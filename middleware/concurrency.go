@@ -129,11 +129,8 @@ func (h *concurrencyHandler) acquire(r *http.Request, key string) (verdict, *alg
 	if c.routeScope {
 		v.key = scoped(r, key)
 	}
-	var start time.Time
-	if c.observer != nil {
-		start = time.Now()
-	}
-	d := newDecision(r.Context(), c.timeout)
+	start := time.Now() // the deadline's and the observer's
+	d := newDecisionAt(r.Context(), start, c.timeout)
 	lease, err := h.limiter.Acquire(d, v.key)
 	d.release()
 	if c.observer != nil {

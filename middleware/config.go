@@ -37,6 +37,7 @@ type config struct {
 	denied           func(http.ResponseWriter, *http.Request, algorithms.Result)
 	keyError         func(http.ResponseWriter, *http.Request, error)
 	now              func() time.Time
+	realClock        bool // now is time.Now: one reading serves both clocks
 
 	countCredentialFailures bool
 	credentialKey           keyfunc.KeyFunc
@@ -124,6 +125,7 @@ func (c *config) prepare() error {
 		return err
 	}
 	c.sfName = name
+	c.realClock = reflect.ValueOf(c.now).Pointer() == reflect.ValueOf(time.Now).Pointer()
 	if _, err := rand.Read(c.logSecret[:]); err != nil {
 		return fmt.Errorf("no randomness for the log key: %w", err)
 	}

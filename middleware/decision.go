@@ -15,11 +15,12 @@ type verdict struct {
 	cost    int                // what it costs
 	lim     algorithms.Limiter // the limiter asked last
 	ps      *policySet         // how lim's limits appear in responses
-	d       *decision          // the decision's context and header storage
+	d       *decision          // the decision's context and header storage; nil for a limiter with deadlines of its own
 	res     algorithms.Result  // lim's answer, when err is nil
 	err     error              // lim's error, or errBroken
 	store   string             // Decision.Store, for an observer only
 	took    time.Duration      // how long lim took, for an observer only
+	clock   readings           // the request's clock readings
 	guarded bool               // lim is behind the breaker
 }
 
@@ -41,19 +42,39 @@ func (c *config) decide(r *http.Request, key string) verdict {
 	if c.routeScope {
 		v.key = scoped(r, key)
 	}
-	var start time.Time
 	if c.observer != nil {
-		start = time.Now()
+		v.clock.start = time.Now()
 	}
 	ctx := r.Context()
-	v.d, v.res, v.err = c.askGuarded(ctx, v.lim, v.key, v.cost, c.delayFor(v.lim))
+	v.d, v.res, v.err = c.askGuarded(ctx, v.lim, v.key, v.cost, c.delayFor(v.lim), &v.clock)
 	if c.fallback != nil && c.limiterFailed(ctx, v.err) {
 		c.logFailure(v.err, v.key, "fallback")
 		v.lim, v.ps, v.guarded = c.fallback, c.fallbackPolicies, false
-		v.d, v.res, v.err = c.askWithin(ctx, v.lim, v.key, v.cost, c.delayFor(v.lim))
+		v.clock.after = time.Time{} // the fallback answers later
+		// With a deadline of its own, from now.
+		v.d, v.res, v.err = c.askWithin(ctx, v.lim, v.key, v.cost, c.delayFor(v.lim), time.Time{})
 	}
-	v.store, v.took = c.asked(v.lim, start, v.err)
+	v.store, v.took = c.asked(v.lim, &v.clock, v.err)
 	return v
+}
+
+// readings are the clock readings of one request, each taken at most once
+// and shared by whoever needs it: before the limiter is asked, the
+// observer's start and the decision's deadline; once it answered, the
+// breaker, the observer's end and X-RateLimit-Reset. Reading the clock is not free (on
+// some virtual machines a time.Now costs more than the memory store's
+// decision), and a request once read it five times.
+type readings struct {
+	start time.Time // time.Now() before the limiter was asked; zero if unread
+	after time.Time // c.now() once it answered; zero if unread
+}
+
+// afterTime returns t.after, reading c's clock first if unread.
+func (c *config) afterTime(t *readings) time.Time {
+	if t.after.IsZero() {
+		t.after = c.now()
+	}
+	return t.after
 }
 
 // decision is the state of one request's decision: the context the limiter
@@ -76,14 +97,18 @@ type decision struct {
 	timer      *time.Timer   // armed by Done
 	stopParent func() bool   // armed by Done
 
-	vals [6]string // header values, sliced by setHeaders
-	text [128]byte // their bytes, most often (see setHeaders)
+	hdr headerText
 }
 
 // newDecision returns a decision whose context ends at the earlier of the
 // parent's deadline and timeout from now.
 func newDecision(parent context.Context, timeout time.Duration) *decision {
-	deadline := time.Now().Add(timeout)
+	return newDecisionAt(parent, time.Now(), timeout)
+}
+
+// newDecisionAt is newDecision with now read already.
+func newDecisionAt(parent context.Context, now time.Time, timeout time.Duration) *decision {
+	deadline := now.Add(timeout)
 	if pd, ok := parent.Deadline(); ok && pd.Before(deadline) {
 		deadline = pd
 	}
@@ -171,8 +196,10 @@ func (d *decision) release() {
 }
 
 // askWithin asks l for a decision within the timeout, a reservation within
-// delay when it is above 0 (see WithDelay).
-func (c *config) askWithin(parent context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration) (*decision, algorithms.Result, error) {
+// delay when it is above 0 (see WithDelay), the timeout counted from now
+// (read here when zero). The decision it returns is nil when l keeps
+// deadlines of its own.
+func (c *config) askWithin(parent context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration, now time.Time) (*decision, algorithms.Result, error) {
 	timeout := c.timeout
 	if b, ok := l.(algorithms.DecisionBounder); ok {
 		bound := b.DecisionTimeout()
@@ -180,12 +207,14 @@ func (c *config) askWithin(parent context.Context, l algorithms.Limiter, key str
 			// The limiter keeps a deadline of its own, no later than ours,
 			// on its own timers: it needs no context of ours, which would
 			// arm a timer per request once asked for Done.
-			d := &decision{}
 			res, err := c.ask(parent, l, key, cost, delay)
-			return d, res, err
+			return nil, res, err
 		}
 	}
-	d := newDecision(parent, timeout)
+	if now.IsZero() {
+		now = time.Now()
+	}
+	d := newDecisionAt(parent, now, timeout)
 	res, err := c.ask(d, l, key, cost, delay)
 	d.release()
 	return d, res, err

@@ -72,8 +72,11 @@ func (c *config) delayFor(l algorithms.Limiter) time.Duration {
 // waiting bound has room. A Result with Delay above 0 holds a place among
 // the waiting, which wait gives back.
 func (c *config) ask(ctx context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration) (algorithms.Result, error) {
+	if delay <= 0 {
+		return l.Allow(ctx, key, cost)
+	}
 	r, ok := l.(reserver)
-	if delay <= 0 || !ok {
+	if !ok {
 		return l.Allow(ctx, key, cost)
 	}
 	if c.waiting.Add(1) > int64(c.maxWaiting) {

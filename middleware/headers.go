@@ -24,16 +24,36 @@ const (
 	hdrAuthenticate = "Www-Authenticate"
 )
 
+// headerText is the storage of one response's rate-limit header values:
+// the slices the header map holds, and the values' bytes, most often (see
+// setHeaders). It is written once and never again, so the values may share
+// its bytes and outlive the request with the header map.
+type headerText struct {
+	vals [6]string
+	text [72]byte
+}
+
+// headerTextOf returns d's header storage, or new storage when there is no
+// decision context to share an allocation with.
+func headerTextOf(d *decision) *headerText {
+	if d == nil {
+		return new(headerText)
+	}
+	return &d.hdr
+}
+
 // setHeaders sets the rate-limit headers for res, and Retry-After when it
-// is a denial. All values are cut from one string written in d's text, and
-// the slices that hold them from d's vals, so the headers cost no
-// allocation of their own but for long policy names.
-func (c *config) setHeaders(h http.Header, res algorithms.Result, d *decision, ps *policySet) {
-	vals := &d.vals
+// is a denial. All values are cut from one string written in ht's text, and
+// the slices that hold them from ht's vals, so the headers cost no
+// allocation of their own but for long policy names; X-RateLimit-Limit is
+// ps's precomputed value when the binding limit's quota is the policy's.
+// X-RateLimit-Reset counts from rd's reading after the decision.
+func (c *config) setHeaders(h http.Header, res algorithms.Result, ht *headerText, ps *policySet, rd *readings) {
+	vals := &ht.vals
 	var ends [6]int
 	var names [6]string
 	n := 0
-	b := d.text[:0]
+	b := ht.text[:0]
 	end := func(name string) { names[n], ends[n], n = name, len(b), n+1 }
 
 	limit := max(res.Limit, 0)
@@ -41,14 +61,18 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, d *decision, p
 	reset, t, retry := resetTimes(res)
 
 	if c.legacy {
-		b = strconv.AppendInt(b, int64(limit), 10)
-		end(hdrLimit)
+		if ps != nil && res.Index >= 0 && res.Index < len(ps.limits) && ps.quotas[res.Index] == limit {
+			h[hdrLimit] = ps.limits[res.Index]
+		} else {
+			b = strconv.AppendInt(b, int64(limit), 10)
+			end(hdrLimit)
+		}
 		b = strconv.AppendInt(b, int64(remaining), 10)
 		end(hdrRemaining)
 		if c.resetMode == ResetEpoch {
 			// Never before the epoch, even on a clock that reads the zero
 			// time.
-			b = strconv.AppendInt(b, max(ceilUnix(c.now().Add(max(res.ResetAfter, 0))), 0), 10)
+			b = strconv.AppendInt(b, max(ceilUnix(c.afterTime(rd).Add(max(res.ResetAfter, 0))), 0), 10)
 		} else {
 			b = strconv.AppendInt(b, reset, 10)
 		}
@@ -86,7 +110,7 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, d *decision, p
 		h[hdrCacheControl] = noStore
 	}
 
-	// d.text, or the larger array append moved b to, is written once and
+	// ht.text, or the larger array append moved b to, is written once and
 	// never again: the string may share its bytes, which live as long as
 	// the headers do.
 	s := unsafe.String(unsafe.SliceData(b), len(b))
@@ -128,9 +152,11 @@ func appendField(existing []string, values ...string) []string {
 // policy in RateLimit-Policy, each under its own name, and a 429 body that
 // names the violated one.
 type policySet struct {
-	header  []string  // the RateLimit-Policy value, ready to assign
-	names   [][]byte  // policy i's name as an sf-string
-	tooMany []problem // the 429 for a denial bound by policy i
+	header  []string   // the RateLimit-Policy value, ready to assign
+	names   [][]byte   // policy i's name as an sf-string
+	tooMany []problem  // the 429 for a denial bound by policy i
+	quotas  []int      // policy i's quota
+	limits  [][]string // and its X-RateLimit-Limit value, ready to assign
 }
 
 // newPolicySet describes l's limits, or returns nil when l does not
@@ -171,10 +197,15 @@ func (c *config) newPolicySet(l algorithms.Limiter) *policySet {
 		}
 		header = append(header, sf...)
 		header = append(header, ";q="...)
-		header = strconv.AppendInt(header, int64(max(p.Quota, 0)), 10) // a custom limiter's Policies may say anything
+		quota := max(p.Quota, 0) // a custom limiter's Policies may say anything
+		header = strconv.AppendInt(header, int64(quota), 10)
 		header = append(header, ";w="...)
 		header = strconv.AppendInt(header, w, 10)
 		ps.names = append(ps.names, sf)
+		ps.quotas = append(ps.quotas, quota)
+		// Full, so that an Add to the header copies rather than writing
+		// into a slice every response shares.
+		ps.limits = append(ps.limits, []string{strconv.Itoa(quota)}[:1:1])
 		ps.tooMany = append(ps.tooMany, newTooMany(name))
 	}
 	ps.header = []string{string(header)}

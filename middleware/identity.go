@@ -60,11 +60,12 @@ func (c *config) credentialFailed(w http.ResponseWriter, r *http.Request, err er
 	if c.routeScope {
 		key = scoped(r, key)
 	}
-	d, res, derr := c.askGuarded(r.Context(), c.limiter, key, 1, 0)
+	var t readings
+	d, res, derr := c.askGuarded(r.Context(), c.limiter, key, 1, 0, &t)
 	if derr != nil || res.Allowed || res.Decider == algorithms.DecidedFailClosed {
 		c.keyError(w, r, err)
 		return
 	}
-	c.setHeaders(w.Header(), res, d, c.mainPolicies)
+	c.setHeaders(w.Header(), res, headerTextOf(d), c.mainPolicies, &t)
 	c.writeDenied(w, r, res, c.mainPolicies)
 }

@@ -123,14 +123,18 @@ func outcomeOf(res algorithms.Result) string {
 }
 
 // asked returns, for the observer, the store of l, the limiter that
-// decided, and how long since start it took: "" and 0 when the breaker
+// decided, and how long since t.start it took: "" and 0 when the breaker
 // answered for it (see Decision), which reports no store and adds no
-// sample of its duration, or when nobody observes.
-func (c *config) asked(l algorithms.Limiter, start time.Time, err error) (string, time.Duration) {
+// sample of its duration, or when nobody observes. On the default clock,
+// the end is the reading the breaker and the headers share.
+func (c *config) asked(l algorithms.Limiter, t *readings, err error) (string, time.Duration) {
 	if c.observer == nil || errors.Is(err, errBroken) {
 		return "", 0
 	}
-	return storeName(l), time.Since(start)
+	if c.realClock {
+		return storeName(l), c.afterTime(t).Sub(t.start)
+	}
+	return storeName(l), time.Since(t.start)
 }
 
 // observe reports a decision by store ("" when none was asked), if anyone

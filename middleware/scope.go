@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/redlimit/redlimit/internal/intern"
 )
 
 // ScopedKey returns the key the middleware counts identity's requests
@@ -65,8 +67,20 @@ func scopeKey(pattern, key string) string {
 	case strings.ContainsAny(pattern, "%|"):
 		pattern = scopeEscaper.Replace(pattern)
 	}
-	return "route:" + pattern + "|" + key
+	// Built on the stack and taken from the table of recent keys: the same
+	// client on the same route costs no allocation.
+	var buf [intern.MaxLen]byte
+	if n := len(scopePrefix) + len(pattern) + 1 + len(key); n <= len(buf) {
+		b := append(buf[:0], scopePrefix...)
+		b = append(b, pattern...)
+		b = append(b, '|')
+		return intern.String(append(b, key...))
+	}
+	return scopePrefix + pattern + "|" + key
 }
+
+// scopePrefix starts every scoped key.
+const scopePrefix = "route:"
 
 // maxScopeLen bounds the route pattern kept verbatim in a key.
 const maxScopeLen = 128
