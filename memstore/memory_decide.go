@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
+	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/ratemath"
@@ -123,3 +124,8 @@ func storeFixed(sh *memoryShard, specs []uint32, at []int, next []ratemath.Entry
 		}
 	}
 }
+
+// DecisionTimeout implements algorithms.DecisionBounder: a decision in
+// memory never waits, so a caller needs no deadline of its own for it (the
+// middleware then makes no context per request).
+func (l *memoryLimiter) DecisionTimeout() time.Duration { return 0 }
