@@ -24,7 +24,7 @@ FUZZTIME ?= 30s
 ARGS     ?=
 # staticcheck is run from the module cache rather than required in go.mod,
 # so the library's users never inherit it as a dependency.
-STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@latest
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The oldest Go release the modules support (their go.mod's go line), at its
 # latest patch. The go command downloads it from the module proxy on first
 # use, and refuses to run it on a module whose go.mod asks for more.

@@ -18,9 +18,8 @@ func ExampleRateLimiter_reserve() {
 	if err != nil {
 		panic(err)
 	}
-	r := limiter.(algorithms.RateLimiter)
 	for range 5 {
-		res, _ := r.Reserve(context.Background(), "user:42", 1, 300*time.Millisecond)
+		res, _ := limiter.Reserve(context.Background(), "user:42", 1, 300*time.Millisecond)
 		fmt.Printf("allowed=%v delay=%s retry=%s\n", res.Allowed, res.Delay, res.RetryAfter)
 	}
 	// Output:

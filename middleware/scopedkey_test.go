@@ -96,7 +96,7 @@ func TestScopedKeyReset(t *testing.T) {
 				}
 				for i, s := range steps {
 					if s.reset != "" {
-						if err := lim.(algorithms.RateLimiter).Reset(ctx, s.reset); err != nil {
+						if err := lim.Reset(ctx, s.reset); err != nil {
 							t.Fatal(err)
 						}
 					}

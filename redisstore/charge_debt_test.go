@@ -88,10 +88,10 @@ func TestChargeTakesNothingFromDeeperDebt(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			p := newDiffPair(t, alg, []algorithms.Limit{limit}, false, time.Minute)
 			for _, l := range []algorithms.RateLimiter{p.mem, p.red} {
-				if r, err := l.(algorithms.RateLimiter).Reserve(ctx, "k", 10, 0); err != nil || !r.Allowed {
+				if r, err := l.Reserve(ctx, "k", 10, 0); err != nil || !r.Allowed {
 					t.Fatalf("reserve 10: %+v, %v", r, err)
 				}
-				if r, err := l.(algorithms.RateLimiter).Reserve(ctx, "k", 10, time.Hour); err != nil || !r.Allowed {
+				if r, err := l.Reserve(ctx, "k", 10, time.Hour); err != nil || !r.Allowed {
 					t.Fatalf("reserve 10 more within an hour: %+v, %v", r, err)
 				}
 			}

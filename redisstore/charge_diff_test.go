@@ -95,8 +95,8 @@ func runChargeDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 			// A reservation may leave a debt or a backlog past the
 			// capacity, from which a charge takes nothing.
 			maxDelay := randMicros(rng, min(limits[0].Period, algorithms.MaxDelay))
-			a, errA := mem.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
-			b, errB := red.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
+			a, errA := mem.Reserve(ctx, key, cost, maxDelay)
+			b, errB := red.Reserve(ctx, key, cost, maxDelay)
 			agree(t, step, "reserve", a, b, errA, errB)
 		default:
 			res := allow(step, key, cost)

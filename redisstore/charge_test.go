@@ -60,7 +60,7 @@ func TestChargeTakesWhatIsLeft(t *testing.T) {
 							t.Fatalf("allow %d: %+v, %v", tc.before, r, err)
 						}
 					}
-					r, err := l.(algorithms.RateLimiter).Charge(ctx, key, tc.charge)
+					r, err := l.Charge(ctx, key, tc.charge)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -61,8 +61,8 @@ func runRefundDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 			// A reservation, which may leave a debt or a backlog past the
 			// capacity for a refund to meet.
 			maxDelay := randMicros(rng, limits[0].Period)
-			a, errA := mem.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
-			b, errB := red.(algorithms.RateLimiter).Reserve(ctx, key, cost, maxDelay)
+			a, errA := mem.Reserve(ctx, key, cost, maxDelay)
+			b, errB := red.Reserve(ctx, key, cost, maxDelay)
 			if agree(t, step, "reserve", a, b, errA, errB).Allowed {
 				taken = append(taken, clock())
 			}

@@ -224,7 +224,7 @@ func TestDifferentialReservations(t *testing.T) {
 
 func runReserveDifferential(t *testing.T, alg algorithms.Algorithm, limits []algorithms.Limit, seed uint64, clockBack bool) {
 	p := newDiffPair(t, alg, limits, clockBack, 100*365*24*time.Hour)
-	mem, red := p.mem.(algorithms.RateLimiter), p.red.(algorithms.RateLimiter)
+	mem, red := p.mem, p.red
 	clock, advance, maxCost := p.clock, p.advance, p.maxCost
 	type proceed struct {
 		at   time.Time
