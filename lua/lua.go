@@ -47,9 +47,10 @@
 // deleting a key's state.
 //
 // One request of a plain cost on a limiter of one limit, the most common
-// call, has scripts of its own: units.lua, the algorithm file, then
-// one.lua in place of the driver, with the same arguments and answer and
-// less work for Redis.
+// call, has a script of its own per limit (OneRequest): units.lua, the
+// algorithm file, the limit, then one.lua in place of the driver; its
+// arguments are the cost and the reply's lifetime, its answer the
+// driver's, and Redis does less work for it.
 //
 // Concurrency stands apart: a script of its own, without the driver, that
 // takes a lease of a concurrency limit (see concurrency.lua).
@@ -57,6 +58,7 @@ package lua
 
 import (
 	"embed"
+	"fmt"
 )
 
 //go:embed *.lua
@@ -70,15 +72,6 @@ var (
 	TokenBucket          = assemble("token_bucket.lua")
 	LeakyBucket          = assemble("leaky_bucket.lua")
 
-	// The same algorithms for one request of a plain cost on a limiter
-	// with one limit (see one.lua): the same arguments and answer as the
-	// scripts above, at less cost to Redis.
-	FixedWindowOne          = assembleOne("fixed_window.lua")
-	SlidingWindowLogOne     = assembleOne("sliding_window_log.lua")
-	SlidingWindowCounterOne = assembleOne("sliding_window_counter.lua")
-	TokenBucketOne          = assembleOne("token_bucket.lua")
-	LeakyBucketOne          = assembleOne("leaky_bucket.lua")
-
 	// Concurrency takes a lease of a concurrency limit: a sorted set of
 	// leases scored by expiry.
 	Concurrency = mustRead("concurrency.lua")
@@ -88,8 +81,21 @@ var (
 	Reset = mustRead("reset.lua")
 )
 
-func assembleOne(name string) string {
-	return mustRead("units.lua") + "\n" + mustRead(name) + "\n" + mustRead("one.lua")
+// OneRequest returns the script that decides one request of a plain cost
+// for a limit of one of the algorithms, named as its file is without
+// ".lua" ("fixed_window", say), whose rate, period, burst and unit (as
+// the driver takes them) are written into it: the algorithm without the
+// driver, and no limit arguments to convert on every call (see one.lua).
+// It returns "" for a name that has no file.
+func OneRequest(algorithm string, rate, period, burst, unit int64) string {
+	switch algorithm {
+	case "fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket":
+	default:
+		return ""
+	}
+	return mustRead("units.lua") + "\n" + mustRead(algorithm+".lua") + "\n" +
+		fmt.Sprintf("local RATE, PERIOD, BURST, UNIT = %d, %d, %d, %d\n", rate, period, burst, unit) +
+		mustRead("one.lua")
 }
 
 func assemble(name string) string {

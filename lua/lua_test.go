@@ -32,3 +32,27 @@ func TestScriptsAreAssembled(t *testing.T) {
 		}
 	}
 }
+
+// A one-request script is the units' helpers, the algorithm, its limit
+// and one.lua, reading the clock once; a name that is no algorithm's gets
+// none.
+func TestOneRequestAssembled(t *testing.T) {
+	one, units := mustRead("one.lua"), mustRead("units.lua")
+	for _, alg := range []string{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket"} {
+		src := OneRequest(alg, 10, 60000000, 10, 1)
+		if !strings.HasPrefix(src, units) || !strings.HasSuffix(src, one) {
+			t.Errorf("%s: not units, algorithm, limit, one.lua", alg)
+		}
+		if !strings.Contains(src, mustRead(alg+".lua")) || !strings.Contains(src, "local RATE, PERIOD, BURST, UNIT = 10, 60000000, 10, 1\n") {
+			t.Errorf("%s: the algorithm or its limit is missing", alg)
+		}
+		if strings.Count(src, "redis.call('TIME')") != 1 {
+			t.Errorf("%s: must read the clock once", alg)
+		}
+	}
+	for _, name := range []string{"driver", "one", "units", "concurrency", "reset", "nope"} {
+		if got := OneRequest(name, 1, 1, 1, 1); got != "" {
+			t.Errorf("OneRequest(%q) = a script of %d bytes, want none", name, len(got))
+		}
+	}
+}

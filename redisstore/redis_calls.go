@@ -20,7 +20,7 @@ type scriptCall struct {
 	args []any
 	cmd  *redis.Cmd
 
-	script *redis.Script // the call's script (see redisLimiter.scriptFor)
+	script *redis.Script // the call's script (see assemble)
 	once   onceArg       // the reply's lifetime, when the call carries an id
 
 	charge bool // it sends an owed charge: no jobs, and its reply is not read
@@ -78,8 +78,16 @@ func (c *scriptCall) assemble(withOnce bool) {
 		}
 		groups.WriteString(costList(j.costs))
 	}
-	c.args = make([]any, 0, 2+len(l.limitArgs))
-	c.args = append(append(c.args, groups.String()), l.limitArgs...)
+	list := groups.String()
+	if len(c.jobs) == 1 && len(c.jobs[0].costs) == 1 && l.scriptFor(list) == l.scriptOne {
+		// The limit is in the script: the cost, and the reply's lifetime.
+		c.script = l.scriptOne
+		c.args = append(make([]any, 0, 2), list)
+	} else {
+		c.script = l.script
+		c.args = make([]any, 0, 2+len(l.limitArgs))
+		c.args = append(append(c.args, list), l.limitArgs...)
+	}
 	if withOnce {
 		c.keys[len(c.keys)-1] = l.onceKey(c.jobs[0].key, l.guard.ids.id())
 		c.once.set(l.onceTTL)
@@ -87,17 +95,11 @@ func (c *scriptCall) assemble(withOnce bool) {
 	}
 }
 
-// scriptOf returns the call's script: the one-request script for a call
-// of one job of one plain request on a limiter of one limit (see
-// redisLimiter.scriptFor), the driver otherwise.
+// scriptOf returns the call's script: the one assemble chose, or the
+// driver for a call it did not lay out (a charge).
 func (c *scriptCall) scriptOf() *redis.Script {
 	if c.script == nil {
 		c.script = c.l.script
-		if len(c.jobs) == 1 && len(c.jobs[0].costs) == 1 && !c.charge {
-			if list, ok := c.args[0].(string); ok {
-				c.script = c.l.scriptFor(list)
-			}
-		}
 	}
 	return c.script
 }

@@ -31,7 +31,7 @@ func TestLostRefundCountsOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			loadScripts(t, direct)
+			loadScripts(t, direct, l)
 			for range 6 {
 				if r, err := probe.Allow(ctx, "k", 1); err != nil || !r.Allowed {
 					t.Fatalf("Allow: %+v, %v", r, err)

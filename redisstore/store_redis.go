@@ -40,16 +40,6 @@ var scripts = map[algorithms.Algorithm]*redis.Script{
 	algorithms.LeakyBucket:          redis.NewScript(lua.LeakyBucket),
 }
 
-// scriptsOne decide one request of a plain cost on a limiter of one
-// limit: the common call, at less cost to Redis (see lua/one.lua).
-var scriptsOne = map[algorithms.Algorithm]*redis.Script{
-	algorithms.FixedWindow:          redis.NewScript(lua.FixedWindowOne),
-	algorithms.SlidingWindowLog:     redis.NewScript(lua.SlidingWindowLogOne),
-	algorithms.SlidingWindowCounter: redis.NewScript(lua.SlidingWindowCounterOne),
-	algorithms.TokenBucket:          redis.NewScript(lua.TokenBucketOne),
-	algorithms.LeakyBucket:          redis.NewScript(lua.LeakyBucketOne),
-}
-
 // Store keeps rate-limit state in Redis (a single server, Sentinel or
 // Cluster) and decides each request with a script call, atomically, on
 // the Redis server's clock, so any number of application instances share
@@ -147,14 +137,15 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 	}
 	l.limitArgs = args[1:]
 	if len(limits) == 1 {
-		l.scriptOne = scriptsOne[alg]
+		p := ratemath.ParamsFor(alg, limits[0])
+		l.scriptOne = redis.NewScript(lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 	}
 	// A deciding call has one key and one argument more: its reply's (see
 	// onceTTL).
 	l.onceTTL = strconv.FormatInt(onceTTL(s.cfg.redis.timeout).Milliseconds(), 10)
 	l.once = resends(s.client)
 	l.calls.New = func() any {
-		c := &redisCall{keys: make([]string, len(limits)+1), once: newOnceArg(l.onceTTL)}
+		c := &redisCall{keys: make([]string, len(limits)+1), one: make([]any, 0, 2), once: newOnceArg(l.onceTTL)}
 		c.args = append(append([]any(nil), args...), c.once)
 		return c
 	}
@@ -165,7 +156,8 @@ type redisLimiter struct {
 	client redis.UniversalClient
 	script *redis.Script
 	// scriptOne, for a limiter of one limit, decides one request of a
-	// plain cost (see scriptFor).
+	// plain cost, the limit written into it; its arguments are the cost
+	// and the kept reply's lifetime (see scriptFor).
 	scriptOne *redis.Script
 	alg       algorithms.Algorithm
 	limits    []algorithms.Limit
@@ -231,6 +223,14 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 	}
 	args[0] = list
 	script := l.scriptFor(list)
+	if script == l.scriptOne {
+		// The limit is in the script: the cost, and the reply's lifetime.
+		one := append(call.one[:0], list)
+		if id != 0 {
+			one = append(one, call.once)
+		}
+		args = one
+	}
 	reply, err := script.Run(ctx, l.client, keys, args...).Text()
 	if err != nil && id != 0 && !refund && g.moving.Learn(hashTagSafe(key), err, g.clock()) {
 		// Not run: the key that kept it from running goes.
@@ -323,6 +323,7 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 type redisCall struct {
 	keys []string
 	args []any
+	one  []any    // the arguments of the one-request script
 	once *onceArg // the last of args
 }
 
