@@ -22,6 +22,10 @@ import (
 const (
 	pingEvery   = DenialCacheBound / 4
 	silentAfter = time.Second
+	// closedEvery is how often a subscription asks whether its client
+	// was closed: go-redis's Close does not always close a
+	// subscription's connection, whose Receive would then wait forever.
+	closedEvery = time.Second
 	retryMin    = 10 * time.Millisecond
 	retryMax    = time.Second
 )
@@ -178,6 +182,28 @@ func (s *denialSync) receive(ctx context.Context, cancel context.CancelFunc) {
 	}
 }
 
+// clientClosed reports whether the client was closed: a closed client
+// answers ErrClosed at once, an open one sends a PING.
+func (s *denialSync) clientClosed(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, closedEvery)
+	defer cancel()
+	return errors.Is(s.client.Ping(ctx).Err(), redis.ErrClosed)
+}
+
+// stop ends the subscription from within, its client closed: receive
+// returns once its context ends and the subscription is closed.
+func (s *denialSync) stop() {
+	s.mu.Lock()
+	cancel := s.cancel
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if ps := s.ps.Load(); ps != nil {
+		_ = ps.Close()
+	}
+}
+
 // replaced reports whether ps was closed by ping as silent, rather than by
 // the client's closing.
 func (s *denialSync) replaced(ps *redis.PubSub) bool { return s.ps.Load() != ps }
@@ -235,11 +261,19 @@ func (s *denialSync) ping(ctx context.Context) {
 	t := time.NewTicker(pingEvery)
 	defer t.Stop()
 	var seq uint64
+	lastAsked := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if time.Since(lastAsked) >= closedEvery {
+			lastAsked = time.Now()
+			if s.clientClosed(ctx) {
+				s.stop()
+				return
+			}
 		}
 		ps := s.ps.Load()
 		if ps == nil || s.d.clock().UnixNano() >= s.busy.Load() {
