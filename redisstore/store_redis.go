@@ -101,9 +101,10 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 // keeps its denial cache in step with refunds and resets made through
 // other stores (see DenialCacheBound), which starts when the store first
 // caches a denial. It does not close the client, which the caller owns;
-// closing the client ends the subscription too, within a second. The store's limiters go
-// on deciding after Close, but a cached denial then answers only for
-// DenialCacheBound after its request. Close always returns nil.
+// closing the client ends the subscription too, within a second. The
+// store's limiters go on deciding after Close, but a cached denial then
+// answers only for DenialCacheBound after its request. Close always
+// returns nil.
 func (s *Store) Close() error {
 	if s.guard != nil {
 		s.guard.denials.close()
