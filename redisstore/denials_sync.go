@@ -261,7 +261,7 @@ func (s *denialSync) ping(ctx context.Context) {
 	t := time.NewTicker(pingEvery)
 	defer t.Stop()
 	var seq uint64
-	lastAsked := time.Now()
+	lastAsked, closedOnce := time.Now(), false
 	for {
 		select {
 		case <-ctx.Done():
@@ -270,9 +270,17 @@ func (s *denialSync) ping(ctx context.Context) {
 		}
 		if time.Since(lastAsked) >= closedEvery {
 			lastAsked = time.Now()
+			// Twice, a tick apart: a Cluster client may answer ErrClosed
+			// once from a node it has just let go of.
 			if s.clientClosed(ctx) {
-				s.stop()
-				return
+				if closedOnce {
+					s.stop()
+					return
+				}
+				closedOnce = true
+				lastAsked = lastAsked.Add(-closedEvery)
+			} else {
+				closedOnce = false
 			}
 		}
 		ps := s.ps.Load()
