@@ -1,0 +1,428 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/ratemath"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/lua"
+)
+
+// frozen replaces Redis's clock in a script by a clock the test sets, so
+// that two scripts run "at one instant" and their answers and states can
+// be compared byte for byte.
+func frozen(src string) *redis.Script {
+	return redis.NewScript(strings.ReplaceAll(src, "redis.call('TIME')", "redis.call('HMGET', 'attack3:clock', 's', 'us')"))
+}
+
+// stateOf returns a key's type and content, whatever its type.
+func stateOf(ctx context.Context, t *testing.T, c *redis.Client, key string) string {
+	t.Helper()
+	typ := c.Type(ctx, key).Val()
+	switch typ {
+	case "none":
+		return "none"
+	case "string":
+		return "string " + c.Get(ctx, key).Val()
+	case "zset":
+		return fmt.Sprint("zset ", c.ZRangeWithScores(ctx, key, 0, -1).Val())
+	case "hash":
+		return fmt.Sprint("hash ", c.HGetAll(ctx, key).Val())
+	}
+	return typ
+}
+
+// The one-request script and the driver give the same answer and leave
+// the same state (and expiry, and kept reply) for one request of a plain
+// cost, on random sequences in which the driver's other kinds (peeks,
+// reservations, refunds, charges, overdraws) and several requests in one
+// call run on both keys in between; limits include coarse time units.
+func TestAttack3OneScriptMatchesDriver(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx := context.Background()
+	limits := []algorithms.Limit{
+		algorithms.PerSecond(3),
+		{Rate: 7, Period: time.Second, Burst: 10},
+		{Rate: 5, Period: 250 * time.Millisecond, Burst: 2},
+		{Rate: 3, Period: 333_333 * time.Microsecond},
+		// Coarse units: numbers past 2^53 in µs.
+		{Rate: 1_000_000, Period: 1000 * 24 * time.Hour, Burst: 5_000_000},
+		{Rate: 1_000_003, Period: 97 * 24 * time.Hour},
+	}
+	for _, alg := range algorithms.Algorithms {
+		for li, lim := range limits {
+			t.Run(fmt.Sprintf("%s/%d", alg, li), func(t *testing.T) {
+				p := ratemath.ParamsFor(alg, lim)
+				one := frozen(lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+				drv := frozen(map[algorithms.Algorithm]string{
+					algorithms.FixedWindow: lua.FixedWindow, algorithms.SlidingWindowLog: lua.SlidingWindowLog,
+					algorithms.SlidingWindowCounter: lua.SlidingWindowCounter, algorithms.TokenBucket: lua.TokenBucket,
+					algorithms.LeakyBucket: lua.LeakyBucket,
+				}[alg])
+				limArgs := []any{p.Rate, p.Period, p.Burst, p.Unit}
+				c.FlushAll(ctx)
+				rng := rand.New(rand.NewPCG(uint64(li), 7))
+				now := int64(1_764_000_000_000_000) // µs
+				quota := ratemath.QuotaOf(alg, lim) // Allow refuses more (ErrCostExceedsLimit), and cost 0
+				periodUs := lim.Period.Microseconds()
+				a, b := "a:{k}:s", "b:{k}:s"
+				for step := range 400 {
+					switch rng.IntN(4) {
+					case 0:
+					case 1:
+						now += rng.Int64N(1000)
+					case 2:
+						now += rng.Int64N(periodUs/int64(max(lim.Rate, 1)) + 1)
+					default:
+						now += rng.Int64N(2*periodUs + 1)
+					}
+					c.HSet(ctx, "attack3:clock", "s", now/1_000_000, "us", now%1_000_000)
+					var list string
+					plain := rng.IntN(2) == 0
+					if plain {
+						list = strconv.Itoa([]int{1, 1, 2, max(quota/2, 1), quota}[rng.IntN(5)])
+					} else {
+						list = []string{"p1", "1 1", "2 p1 1", fmt.Sprintf("d%d:%d", rng.Int64N(3*periodUs), 1+rng.IntN(quota)),
+							fmt.Sprintf("r%d/%d", 1+rng.IntN(2), rng.Int64N(periodUs)), fmt.Sprintf("c%d", 1+rng.IntN(quota)),
+							fmt.Sprintf("o%d", 1+rng.IntN(3*quota))}[rng.IntN(7)]
+					}
+					withOnce := rng.IntN(2) == 0
+					ttl := []string{"60000", "-60000"}[rng.IntN(2)]
+					onceA, onceB := fmt.Sprintf("a:{k}:once:%d", step), fmt.Sprintf("b:{k}:once:%d", step)
+					// Key a: the one-request script for plain costs; key b: always the driver.
+					var ra, rb *redis.Cmd
+					if plain {
+						if withOnce {
+							ra = one.Run(ctx, c, []string{a, onceA}, list, ttl)
+						} else {
+							ra = one.Run(ctx, c, []string{a}, list)
+						}
+					} else {
+						args := append([]any{list}, limArgs...)
+						if withOnce {
+							args = append(args, ttl)
+							ra = drv.Run(ctx, c, []string{a, onceA}, args...)
+						} else {
+							ra = drv.Run(ctx, c, []string{a}, args...)
+						}
+					}
+					args := append([]any{list}, limArgs...)
+					if withOnce {
+						rb = drv.Run(ctx, c, []string{b, onceB}, append(args, ttl)...)
+					} else {
+						rb = drv.Run(ctx, c, []string{b}, args...)
+					}
+					if fmt.Sprint(ra.Val(), ra.Err()) != fmt.Sprint(rb.Val(), rb.Err()) {
+						t.Fatalf("step %d, %q (once %v): one-request %q %v, driver %q %v", step, list, withOnce, ra.Val(), ra.Err(), rb.Val(), rb.Err())
+					}
+					sa, sb := stateOf(ctx, t, c, a), stateOf(ctx, t, c, b)
+					if sa != sb {
+						t.Fatalf("step %d, %q: states differ: one-request %s, driver %s", step, list, sa, sb)
+					}
+					if alg == algorithms.TokenBucket && sa != "none" && !tokenState.MatchString(sa) {
+						t.Fatalf("step %d, %q: token bucket state %s, want none or \"<tokens>:<time>\"", step, list, sa)
+					}
+					if ta, tb := c.PTTL(ctx, a).Val(), c.PTTL(ctx, b).Val(); ta-tb > 20*time.Millisecond || tb-ta > 20*time.Millisecond {
+						t.Fatalf("step %d, %q: expiries differ: one-request %v, driver %v", step, list, ta, tb)
+					}
+					if ka, kb := c.Get(ctx, onceA).Val(), c.Get(ctx, onceB).Val(); ka != kb {
+						t.Fatalf("step %d, %q: kept replies differ: one-request %q, driver %q", step, list, ka, kb)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Two limiters of one store whose single limits differ (each its own
+// one-request script) count a key apart, exactly to their quotas, when
+// their requests go in pipelines of many keys and Redis loses every script
+// between rounds (SCRIPT FLUSH): on one server and on Cluster.
+func TestAttack3OneScriptFlushedAndShared(t *testing.T) {
+	ctx := context.Background()
+	standalone := redistest.Standalone(t)
+	cluster := redistest.Cluster(t)
+	clients := map[string]func() redis.UniversalClient{
+		"standalone": func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: standalone}) },
+		"cluster":    func() redis.UniversalClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster}) },
+	}
+	flush := func(c redis.UniversalClient) {
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			_ = cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() })
+			return
+		}
+		c.ScriptFlush(ctx)
+	}
+	for name, newClient := range clients {
+		for _, alg := range algorithms.Algorithms {
+			t.Run(name+"/"+string(alg), func(t *testing.T) {
+				c := newClient()
+				defer c.Close()
+				s := New(c, WithPrefix("a3s-"+string(alg)), WithTimeout(2*time.Second), WithDenialCache(0))
+				defer s.Close()
+				quotas := []int{5, 7}
+				ls := make([]algorithms.RateLimiter, len(quotas))
+				for i, q := range quotas {
+					l, err := algorithms.New(s, alg, algorithms.PerHour(q))
+					if err != nil {
+						t.Fatal(err)
+					}
+					ls[i] = l
+				}
+				const keys, rounds = 12, 9
+				allowed := make([][keys]atomic32, len(ls))
+				for range rounds {
+					flush(c)
+					var wg sync.WaitGroup
+					for i, l := range ls {
+						for k := range keys {
+							wg.Add(1)
+							go func() {
+								defer wg.Done()
+								res, err := l.Allow(ctx, fmt.Sprintf("k%d", k), 1)
+								if err != nil || res.Decider != algorithms.DecidedByStore {
+									t.Errorf("%+v %v", res, err)
+									return
+								}
+								if res.Allowed {
+									allowed[i][k].Add(1)
+								}
+							}()
+						}
+					}
+					wg.Wait()
+				}
+				if n := evals(ctx, c); n < rounds {
+					t.Errorf("%d EVALs (scripts sent in full) in %d rounds after SCRIPT FLUSH, want one a round at least", n, rounds)
+				}
+				for i, q := range quotas {
+					for k := range keys {
+						if got := allowed[i][k].Load(); got != int32(q) {
+							t.Errorf("limiter %d/hour, key %d: %d allowed in %d requests, want %d", q, k, got, rounds, q)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+type atomic32 = atomic.Int32
+
+// evals counts the EVAL commands the servers behind c have run.
+func evals(ctx context.Context, c redis.UniversalClient) int {
+	var n atomic.Int64
+	count := func(info string) {
+		for _, line := range strings.Split(info, "\r\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_eval:calls="); ok {
+				v, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				n.Add(int64(v))
+			}
+		}
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		_ = cc.ForEachShard(ctx, func(ctx context.Context, s *redis.Client) error {
+			count(s.Info(ctx, "commandstats").Val())
+			return nil
+		})
+		return int(n.Load())
+	}
+	count(c.Info(ctx, "commandstats").Val())
+	return int(n.Load())
+}
+
+// nosyHook reads every command before go-redis writes it, as a tracing or
+// logging hook would (String, Args), and, with marshal, also renders its
+// arguments itself (MarshalBinary) as a hook that measures or copies the
+// command might.
+type nosyHook struct{ marshal bool }
+
+func (nosyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h nosyHook) look(cmd redis.Cmder) {
+	_ = cmd.String()
+	for _, a := range cmd.Args() {
+		if m, ok := a.(interface{ MarshalBinary() ([]byte, error) }); ok && h.marshal {
+			_, _ = m.MarshalBinary()
+		}
+	}
+}
+
+func (h nosyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.look(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h nosyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.look(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Replies lost on the way back, while Redis has lost its scripts (each
+// call first answered NOSCRIPT, then sent in full), with calls alone and
+// in pipelines, through pooled calls reused at once, and with a hook that
+// reads (or renders) every command before it is written: every request
+// Redis decided counts exactly once.
+func TestAttack3LostRepliesCountOnce(t *testing.T) {
+	counts := &dropCounts{}
+	proxyAddr, direct := lossyRedis(t, counts)
+	ctx := context.Background()
+	for _, hook := range []struct {
+		name string
+		h    redis.Hook
+	}{{"no-hook", nil}, {"reading-hook", nosyHook{}}, {"marshalling-hook", nosyHook{marshal: true}}} {
+		for _, alg := range algorithms.Algorithms {
+			t.Run(hook.name+"/"+string(alg), func(t *testing.T) {
+				c := redis.NewClient(&redis.Options{Addr: proxyAddr})
+				defer c.Close()
+				if hook.h != nil {
+					c.AddHook(hook.h)
+				}
+				prefix := "a3lost-" + hook.name + string(alg)
+				l, err := algorithms.New(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithMaxInFlight(1), WithDenialCache(0)),
+					alg, algorithms.PerHour(1000))
+				if err != nil {
+					t.Fatal(err)
+				}
+				probe, err := algorithms.New(New(direct, WithPrefix(prefix)), alg, algorithms.PerHour(1000))
+				if err != nil {
+					t.Fatal(err)
+				}
+				const keys = 6
+				var made [keys]int
+				rng := rand.New(rand.NewPCG(3, uint64(len(alg))))
+				for round := range 12 {
+					if round%2 == 0 {
+						direct.ScriptFlush(ctx)
+					}
+					counts.arm(int32(1 + rng.IntN(3)))
+					n := 1 + rng.IntN(2*keys)
+					var wg sync.WaitGroup
+					for i := range n {
+						k := (i + round) % keys
+						made[k]++
+						wg.Go(func() {
+							res, err := l.Allow(ctx, fmt.Sprint("k", k), 1)
+							if err != nil || !res.Allowed || res.Decider != algorithms.DecidedByStore {
+								t.Errorf("round %d key %d: %+v, %v; want allowed by Redis", round, k, res, err)
+							}
+						})
+					}
+					wg.Wait()
+					counts.arm(0)
+					for k := range keys {
+						if got := used(t, probe, fmt.Sprint("k", k)); got != made[k] {
+							t.Fatalf("round %d, key %d: Redis counted %d of %d requests", round, k, got, made[k])
+						}
+					}
+				}
+				if counts.dropped.Load() == 0 {
+					t.Fatal("no reply was lost")
+				}
+			})
+		}
+	}
+}
+
+// tokenState is a token bucket's string state as stateOf shows it.
+var tokenState = regexp.MustCompile(`^string -?[0-9]+:[0-9]+$`)
+
+// A token bucket an older script left as a hash in debt (a reservation's
+// negative level) reads as that debt, not as a full bucket; and the first
+// write keeps the debt, in the string state.
+func TestAttack3TokenBucketHashDebtReads(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx := context.Background()
+	limit := algorithms.PerHour(10)
+	l, err := algorithms.New(New(c, WithPrefix("a3debt"), WithDenialCache(0)), algorithms.TokenBucket, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ratemath.ParamsFor(algorithms.TokenBucket, limit)
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "a3debt:{k}:" + ratemath.StateName(algorithms.TokenBucket, limit)
+	// Three tokens owed as of now.
+	c.HSet(ctx, key, "t", -3*p.Period, "ts", now.UnixMicro()/p.Unit)
+	res, err := l.Allow(ctx, "k", 1)
+	if err != nil || res.Allowed || res.Decider != algorithms.DecidedByStore || res.RetryAfter < 23*time.Minute {
+		t.Fatalf("%+v, %v; want a denial by Redis for about 24 minutes (4 tokens at 10/hour)", res, err)
+	}
+	if _, err := l.Charge(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	got := stateOf(ctx, t, c, key)
+	if !tokenState.MatchString(got) || !strings.HasPrefix(got, "string -") {
+		t.Fatalf("after a charge the state is %s, want the debt kept as a string", got)
+	}
+	if res, err := l.Allow(ctx, "k", 1); err != nil || res.Allowed {
+		t.Fatalf("%+v, %v; want still denied", res, err)
+	}
+}
+
+// The closed-client probe never ends the subscription of an open client:
+// not while Redis is frozen (every PING times out) nor while it is down
+// (every PING refused); and the subscriptions of many stores on one open
+// client all end when the stores close, leaving no goroutine behind.
+func TestAttack3DenialSyncProbe(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	const stores = 20
+	var all []*Store
+	for i := range stores {
+		s := New(c, WithPrefix(fmt.Sprint("a3sync", i)))
+		all = append(all, s)
+		l, err := algorithms.New(s, algorithms.FixedWindow, algorithms.PerMinute(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := l.Allow(ctx, "k", 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitGoroutines(t, 2*stores)
+	srv.Freeze()
+	time.Sleep(2500 * time.Millisecond)
+	srv.Thaw()
+	if n := syncGoroutines(); n != 2*stores {
+		t.Fatalf("after Redis was frozen 2.5 s: %d subscription goroutines, want %d", n, 2*stores)
+	}
+	srv.Kill()
+	time.Sleep(2500 * time.Millisecond)
+	if n := syncGoroutines(); n != 2*stores {
+		t.Fatalf("after Redis was down 2.5 s: %d subscription goroutines, want %d", n, 2*stores)
+	}
+	srv.Restart()
+	for _, s := range all {
+		_ = s.Close()
+	}
+	waitGoroutines(t, 0)
+}
