@@ -6,7 +6,7 @@ local ends, counts = {}, {}
 
 local function check(i, key, now, cost, rate, period, burst, unit)
   local wend, count = now + period, 0
-  local v = redis.call('GET', key)
+  local v = state_of(redis.call('GET', key))
   if v then
     local e, c = string.match(v, '^(%d+):(%d+)$')
     e = tonumber(e)
@@ -29,7 +29,7 @@ end
 
 local function commit(i, key, now, cost, rate, period, burst, unit)
   local wend = ends[i]
-  redis.call('SET', key, string.format('%d:%d', wend, counts[i] + cost), 'PX', ttl(wend, now, 1))
+  redis.call('SET', key, string.format('%d:%d', wend, counts[i] + cost) .. suffix, 'PX', ttl(wend, now, 1))
 end
 
 -- refund gives back up to cost units consumed no later than since (µs):

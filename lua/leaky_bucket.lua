@@ -26,7 +26,7 @@ local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)
   local now = in_units(now_us, unit)
   local cap, need = burst * period, cost * period
   local backlog = 0
-  local v = redis.call('GET', key)
+  local v = state_of(redis.call('GET', key))
   if v then
     local w, f, x = string.match(v, '^(%d+):(%d+):?(%d*)$')
     w, f, x = tonumber(w), tonumber(f), tonumber(x) or 0
@@ -70,7 +70,7 @@ end
 local function put(key, after, now_us, rate, period, burst, unit)
   local now = in_units(now_us, unit)
   local whole = math.floor(after / rate)
-  redis.call('SET', key, state(now + whole, after - whole * rate, math.max(after - burst * period, 0)),
+  redis.call('SET', key, state(now + whole, after - whole * rate, math.max(after - burst * period, 0)) .. suffix,
     'PX', ttl(now + math.ceil(after / rate), now_us, unit))
 end
 

@@ -2,30 +2,53 @@
 -- most common call, decided without the driver's groups, kinds and loops,
 -- which cost Redis more than the decision itself. The limit's rate, period,
 -- burst and unit (as the driver takes them) are written into the script as
--- RATE, PERIOD, BURST and UNIT (see OneRequest). KEYS[1] is the state and,
--- in a deciding call, KEYS[2] the key that keeps the call's reply; ARGV[1]
--- is the cost and, in a deciding call, ARGV[2] how long (ms) to keep the
--- reply, negated when the call may have been sent before. The answer is
--- the driver's.
-local once, once_ttl = KEYS[2], tonumber(ARGV[2])
-if once and once_ttl < 0 then
-  once_ttl = -once_ttl
-  local kept = redis.call('GET', once)
-  if kept then
-    return kept
+-- RATE, PERIOD, BURST and UNIT (see OneRequest). KEYS[1] is the state and
+-- ARGV[1] the cost. The answer is the driver's.
+--
+-- A deciding call counts once however often the client sends it. With
+-- every algorithm but the sliding log, it passes its id as ARGV[2], with
+-- "!" appended when the client may have sent it before, and an admitting
+-- call leaves its record after the state it commits, "|<id> <reply>"
+-- (suffix, see units.lua): a call sent again that finds it answers from it.
+-- The sliding log, whose state is a sorted set, passes instead the key
+-- that keeps the reply as KEYS[2], and ARGV[2] how long (ms) to keep it,
+-- negated when the call may have been sent before.
+local key, once, id = KEYS[1], KEYS[2], nil
+local once_ttl
+if once then
+  once_ttl = tonumber(ARGV[2])
+  if once_ttl < 0 then
+    once_ttl = -once_ttl
+    local kept = redis.call('GET', once)
+    if kept then
+      return kept
+    end
+  end
+elseif ARGV[2] then
+  id = ARGV[2]
+  if string.byte(id, -1) == 33 then -- '!': sent before
+    id = string.sub(id, 1, -2)
+    local v = redis.pcall('GET', key)
+    local at = type(v) == 'string' and string.find(v, '|' .. id .. ' ', 1, true)
+    if at then
+      return string.sub(v, at + #id + 2)
+    end
   end
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local function decide_one()
-  local key, cost = KEYS[1], tonumber(ARGV[1])
+  local cost = tonumber(ARGV[1])
   local allowed, remaining, retry, reset = check(1, key, now, cost, RATE, PERIOD, BURST, UNIT, 0)
   if not allowed then
     return string.format('0 1 %d %d %d', remaining, retry, reset)
   end
-  commit(1, key, now, cost, RATE, PERIOD, BURST, UNIT)
   local reply = string.format('1 1 %d 0 %d', remaining, reset)
+  if id then
+    suffix = '|' .. id .. ' ' .. reply
+  end
+  commit(1, key, now, cost, RATE, PERIOD, BURST, UNIT)
   if once then
     redis.call('SET', once, reply, 'PX', once_ttl)
   end

@@ -14,7 +14,7 @@ end
 local function check(i, key, now_us, cost, rate, period, burst, unit)
   local now = in_units(now_us, unit)
   local ws, cur, prev = now, 0, 0
-  local v = redis.call('GET', key)
+  local v = state_of(redis.call('GET', key))
   if v then
     local a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
     if a then
@@ -69,7 +69,7 @@ end
 
 local function commit(i, key, now_us, cost, rate, period, burst, unit)
   local w = windows[i]
-  redis.call('SET', key, string.format('%d:%d:%d', w[1], w[2] + cost, w[3]),
+  redis.call('SET', key, string.format('%d:%d:%d', w[1], w[2] + cost, w[3]) .. suffix,
     'PX', ttl(w[1] + 2 * period, now_us, unit))
 end
 

@@ -25,7 +25,7 @@ local function read(key)
     return nil
   end
   if v then
-    local t, ts = string.match(v, '^(%-?%d+):(%d+)$')
+    local t, ts = string.match(state_of(v), '^(%-?%d+):(%d+)$')
     return tonumber(t), tonumber(ts)
   end
   return nil
@@ -33,7 +33,7 @@ end
 
 -- write stores level t as of time ts (units), until the bucket is full.
 local function write(key, t, ts, now_us, rate, cap, unit)
-  redis.call('SET', key, string.format('%d:%d', t, ts), 'PX', ttl(ts + math.ceil((cap - t) / rate), now_us, unit))
+  redis.call('SET', key, string.format('%d:%d', t, ts) .. suffix, 'PX', ttl(ts + math.ceil((cap - t) / rate), now_us, unit))
 end
 
 local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)

@@ -20,3 +20,19 @@ end
 local function ttl(t, now_us, unit)
   return math.max(math.ceil((t * unit - now_us) / 1000), 1)
 end
+
+-- A one-request call (see one.lua) keeps the record of its call after the
+-- state it commits: "<state>|<call id> <reply>". suffix is that record
+-- while it commits, '' otherwise; state_of returns a state as read, without
+-- a record.
+local suffix = ''
+
+local function state_of(v)
+  if v then
+    local bar = string.find(v, '|', 1, true)
+    if bar then
+      return string.sub(v, 1, bar - 1)
+    end
+  end
+  return v
+end

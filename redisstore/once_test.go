@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/ratemath"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -252,20 +254,49 @@ func TestCallIDsNeverShared(t *testing.T) {
 		}
 		limiters = append(limiters, l)
 	}
+	// One limit, one request a call: each call's record stays after the
+	// state it wrote, and each is a new id.
+	ids := map[string]bool{}
+	stores := map[string]bool{}
 	for i := range 3 {
 		for _, l := range limiters { // the same count in both stores
 			if _, err := l.Allow(ctx, "shared", 1); err != nil {
 				t.Fatal(err)
 			}
+			id := recordID(t, c, "rl:{shared}:"+ratemath.StateName(algorithms.FixedWindow, onceLimit))
+			if ids[id] {
+				t.Fatalf("call id %q given twice", id)
+			}
+			ids[id] = true
+			store, _, _ := strings.Cut(id, ".")
+			stores[store] = true
 		}
 		if got := used(t, limiters[0], "shared"); got != 2*(i+1) {
 			t.Fatalf("after %d requests from each store Redis counted %d, want %d", i+1, got, 2*(i+1))
 		}
 	}
-	keys, err := c.Keys(ctx, "rl:{shared}:once:*").Result()
-	if err != nil || len(keys) != 6 {
-		t.Fatalf("reply keys %v (%v), want one per call: 6", keys, err)
+	if len(stores) != 2 {
+		t.Fatalf("ids %v of %d stores, want 2", ids, len(stores))
 	}
+}
+
+// recordID returns the id of the call whose record follows the state at
+// key, or "" when there is none.
+func recordID(t *testing.T, c *redis.Client, key string) string {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rec, ok := strings.Cut(v, "|")
+	if !ok {
+		return ""
+	}
+	id, reply, ok := strings.Cut(rec, " ")
+	if !ok || !strings.HasPrefix(reply, "1 1 ") {
+		t.Fatalf("state %q: record is not |<id> <reply>", v)
+	}
+	return id
 }
 
 // A call's reply is kept, briefly, only when the call consumed something:
@@ -345,8 +376,60 @@ func TestNoKeptRepliesWithoutResends(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if kept := len(keys) > 0; kept != tc.kept {
-				t.Errorf("kept reply keys %q, want kept: %v", keys, tc.kept)
+			if len(keys) > 0 {
+				t.Errorf("kept reply keys %q: a call of one request keeps its record in the state", keys)
+			}
+			id := recordID(t, c, prefix+":{k}:"+ratemath.StateName(algorithms.FixedWindow, algorithms.PerMinute(5)))
+			if kept := id != ""; kept != tc.kept {
+				t.Errorf("record %q, want kept: %v", id, tc.kept)
+			}
+		})
+	}
+}
+
+// A one-request call whose every reply is lost, go-redis's resends too,
+// ran in Redis: the twin's admission in its stead is charged under the
+// call's id, and the charge finds the call's record after the key's state
+// and takes nothing, so the request counts once.
+func TestLostOneRequestChargedOnce(t *testing.T) {
+	counts := &dropCounts{}
+	proxy, direct := lossyRedis(t, counts)
+	for _, alg := range algorithms.Algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: proxy, MaxRetries: 1})
+			defer c.Close()
+			prefix := "lost-one-" + string(alg)
+			l, err := algorithms.New(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithDenialCache(0)), alg, onceLimit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			probe, err := algorithms.New(New(direct, WithPrefix(prefix)), alg, onceLimit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			loadScripts(t, direct, l)
+			ctx := context.Background()
+			counts.arm(2) // the call and go-redis's one resend
+			res, err := l.Allow(ctx, "k", 1)
+			counts.arm(0)
+			if err != nil || !res.Allowed || res.Decider != algorithms.DecidedLocally {
+				t.Fatalf("%+v %v; want admitted locally after both replies were lost", res, err)
+			}
+			// The charge goes by the retrier; then Redis holds the request once.
+			b := l.(*redisLimiter).guard.batcher
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				b.mu.Lock()
+				owed := len(b.owed)
+				b.mu.Unlock()
+				if owed == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the charge was never sent")
+				}
+			}
+			if got := used(t, probe, "k"); got != 1 {
+				t.Fatalf("Redis counted %d for one request, want 1", got)
 			}
 		})
 	}

@@ -65,6 +65,12 @@ func callsOf(jobs []*job) []*scriptCall {
 // first job's slot.
 func (c *scriptCall) assemble(withOnce bool) {
 	l, per := c.l, len(c.l.limits)
+	if len(c.jobs) == 1 && len(c.jobs[0].costs) == 1 && l.scriptOne != nil {
+		if list := costList(c.jobs[0].costs); l.scriptFor(list) == l.scriptOne {
+			c.assembleOne(list, withOnce)
+			return
+		}
+	}
 	once := 0
 	if withOnce {
 		once = 1
@@ -78,18 +84,33 @@ func (c *scriptCall) assemble(withOnce bool) {
 		}
 		groups.WriteString(costList(j.costs))
 	}
-	list := groups.String()
-	if len(c.jobs) == 1 && len(c.jobs[0].costs) == 1 && l.scriptFor(list) == l.scriptOne {
-		// The limit is in the script: the cost, and the reply's lifetime.
-		c.script = l.scriptOne
-		c.args = append(make([]any, 0, 2), list)
-	} else {
-		c.script = l.script
-		c.args = make([]any, 0, 2+len(l.limitArgs))
-		c.args = append(append(c.args, list), l.limitArgs...)
-	}
+	c.script = l.script
+	c.args = make([]any, 0, 2+len(l.limitArgs))
+	c.args = append(append(c.args, groups.String()), l.limitArgs...)
 	if withOnce {
 		c.keys[len(c.keys)-1] = l.onceKey(c.jobs[0].key, l.guard.ids.id())
+		c.once.set(l.onceTTL)
+		c.args = append(c.args, &c.once)
+	}
+}
+
+// assembleOne lays out a call of the one-request script, whose limit is
+// in the script: the key's state and the cost; then, when withOnce says
+// so, the call's id when its record stays in the state, else the key and
+// lifetime of its kept reply (see recordsInState).
+func (c *scriptCall) assembleOne(list string, withOnce bool) {
+	l := c.l
+	c.script = l.scriptOne
+	c.keys = make([]string, 1, 2)
+	l.keysOf(c.jobs[0].key, c.keys, 0)
+	c.args = append(make([]any, 0, 2), list)
+	switch {
+	case !withOnce:
+	case recordsInState(l.alg):
+		c.once.setRecord(l.guard.ids, l.guard.ids.id())
+		c.args = append(c.args, &c.once)
+	default:
+		c.keys = append(c.keys, l.onceKey(c.jobs[0].key, l.guard.ids.id()))
 		c.once.set(l.onceTTL)
 		c.args = append(c.args, &c.once)
 	}

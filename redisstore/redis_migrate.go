@@ -33,9 +33,11 @@ import "github.com/redlimit/redlimit/internal/clusterslot"
 //
 // Proved by TestClusterMigratingSlotDecidedByRedis.
 
-// carriesOnce reports whether the call carries the exactly-once key: as
-// the driver tells, by an argument after the costs and four per limit.
-func (c *scriptCall) carriesOnce() bool { return (len(c.args)-1)%4 == 1 }
+// carriesOnce reports whether the call carries the exactly-once key: a
+// key more than its jobs' (a charge's one key) limits.
+func (c *scriptCall) carriesOnce() bool {
+	return len(c.keys) > max(len(c.jobs), 1)*len(c.l.limits)
+}
 
 // withoutOnce returns c's work as calls without the exactly-once key, for
 // a slot in migration: c itself, stripped, when it has at most one job (a

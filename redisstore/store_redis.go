@@ -210,10 +210,23 @@ func (l *redisLimiter) run(ctx context.Context, key, list string, n int, decidin
 func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, deciding bool, dst []algorithms.Result) ([]algorithms.Result, uint64, error) {
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)
-	keys, args := call.keys, call.args
 	g := l.guard
-	refund := strings.HasPrefix(list, "r")
+	script := l.scriptFor(list)
 	var id uint64
+	if script == l.scriptOne && recordsInState(l.alg) {
+		// The limit is in the script, and the record stays in the state:
+		// the cost, and the call's id.
+		keys, args := call.keys[:1], append(call.one[:0], list)
+		l.keysOf(key, keys, 0)
+		if deciding && l.once {
+			id = g.ids.id()
+			call.record.setRecord(g.ids, id)
+			args = append(args, &call.record)
+		}
+		return l.runScript(ctx, script, keys, args, n, id, dst)
+	}
+	keys, args := call.keys, call.args
+	refund := strings.HasPrefix(list, "r")
 	if deciding && l.once && (refund || !g.moving.Holds(hashTagSafe(key), g.clock)) {
 		id = g.ids.id()
 		l.keysOf(key, keys, id)
@@ -223,7 +236,6 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 		l.keysOf(key, keys, 0)
 	}
 	args[0] = list
-	script := l.scriptFor(list)
 	if script == l.scriptOne {
 		// The limit is in the script: the cost, and the reply's lifetime.
 		one := append(call.one[:0], list)
@@ -238,6 +250,17 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 		id = 0
 		reply, err = script.Run(ctx, l.client, keys[:len(l.limits)], args[:len(args)-1]...).Text()
 	}
+	if err != nil {
+		return nil, id, scriptError(l.alg, err)
+	}
+	res, err := l.parse(reply, n, dst)
+	return res, id, err
+}
+
+// runScript runs script with keys and args, the call of id, and parses its
+// reply for n requests into dst.
+func (l *redisLimiter) runScript(ctx context.Context, script *redis.Script, keys []string, args []any, n int, id uint64, dst []algorithms.Result) ([]algorithms.Result, uint64, error) {
+	reply, err := script.Run(ctx, l.client, keys, args...).Text()
 	if err != nil {
 		return nil, id, scriptError(l.alg, err)
 	}
@@ -322,10 +345,11 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 // then the call's reply's; args the costs, three per limit, then the
 // reply's TTL in milliseconds.
 type redisCall struct {
-	keys []string
-	args []any
-	one  []any    // the arguments of the one-request script
-	once *onceArg // the last of args
+	keys   []string
+	args   []any
+	one    []any    // the arguments of the one-request script
+	once   *onceArg // the last of args
+	record onceArg  // a one-request call's id (see recordsInState)
 }
 
 // parseReply reads len(f) non-negative integers separated by single spaces.
