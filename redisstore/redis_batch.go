@@ -38,6 +38,11 @@ type batcher struct {
 	gated atomic.Int32 // len(gates), read without the lock
 
 	clock func() time.Time // the store's
+
+	// Flushers that have nothing to do, and the keys handed to them (see
+	// start).
+	idle    int
+	handoff chan *keyQueue
 }
 
 type queueKey struct {
@@ -126,7 +131,7 @@ func (w *waiter) deliver(res algorithms.Result, err error) bool {
 func newBatcher(maxActive, maxWaiting, maxBatch, maxKeys int) *batcher {
 	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, maxKeys: maxKeys,
 		queues: map[queueKey]*keyQueue{}, owed: map[queueKey]*owedCharge{}, maxOwed: DefaultMaxOwedKeys,
-		gates: map[queueKey]time.Time{}, clock: time.Now}
+		gates: map[queueKey]time.Time{}, clock: time.Now, handoff: make(chan *keyQueue, maxActive)}
 }
 
 // submit queues w for key of l. It reports false, queuing nothing, when
@@ -204,14 +209,61 @@ func (b *batcher) flushInline(q *keyQueue) {
 	owes := b.ownsChargeLocked(q.id)
 	b.mu.Unlock()
 	if owes {
-		go b.run(q)
+		b.start(q)
 		return
 	}
 	if w, _ := b.take(q, g.clock(), 1, false); len(w) > 0 {
 		flushAll(g, []keyBatch{{l: q.id.l, key: q.id.key, waiters: w}}, true)
 	}
-	if n := b.next([]*keyQueue{q}); n != nil {
-		go b.run(n)
+	if n := b.next([]*keyQueue{q}, false); n != nil {
+		b.start(n)
+	}
+}
+
+// flusherLinger is how long a flusher with nothing to do waits for a key
+// before it ends. A busy store so keeps its flushers, whose stacks have
+// grown to what a call needs, instead of starting a goroutine (and growing
+// its stack) for every flush; an idle one keeps none.
+const flusherLinger = 100 * time.Millisecond
+
+// start has a flusher serve q, for which the caller took a flusher's slot
+// (see scheduleLocked): one waiting idle, else a new one.
+func (b *batcher) start(q *keyQueue) {
+	b.mu.Lock()
+	if b.idle > 0 {
+		select {
+		case b.handoff <- q: // room for every flusher: never blocks
+			b.idle--
+			b.mu.Unlock()
+			return
+		default:
+		}
+	}
+	b.mu.Unlock()
+	go b.flusher(q)
+}
+
+// flusher serves q and then the keys start hands it, until none comes
+// within flusherLinger. The batcher counts it idle from the moment it finds
+// nothing ready (see next), so a key handed to it is always taken: by it,
+// or by another idle flusher, which leaves this one counted idle.
+func (b *batcher) flusher(q *keyQueue) {
+	wheel := q.id.l.guard.wheel
+	for q != nil {
+		b.run(q)
+		select {
+		case q = <-b.handoff:
+			continue
+		case <-wheel.after(flusherLinger):
+		}
+		b.mu.Lock()
+		select {
+		case q = <-b.handoff:
+		default:
+			b.idle--
+			q = nil
+		}
+		b.mu.Unlock()
 	}
 }
 
@@ -232,7 +284,7 @@ func (b *batcher) run(q *keyQueue) {
 		if len(batches) > 0 {
 			flushAll(g, batches, false)
 		}
-		q = b.next(qs)
+		q = b.next(qs, true)
 	}
 }
 
@@ -290,8 +342,9 @@ func (b *batcher) take(q *keyQueue, now time.Time, most int, withCharge bool) ([
 
 // next returns the key the flusher that just flushed qs serves next: the
 // oldest ready key, with those of qs that have more waiters going to the
-// back of the line; nil when nothing is left, and the flusher then ends.
-func (b *batcher) next(qs []*keyQueue) *keyQueue {
+// back of the line; nil when nothing is left: the flusher's slot is then
+// free, and the flusher idle if it is one (not an inline flush).
+func (b *batcher) next(qs []*keyQueue, flusher bool) *keyQueue {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, q := range qs {
@@ -308,6 +361,9 @@ func (b *batcher) next(qs []*keyQueue) *keyQueue {
 	}
 	if len(b.ready) == 0 {
 		b.active--
+		if flusher {
+			b.idle++
+		}
 		return nil
 	}
 	n := b.ready[0]
