@@ -350,12 +350,6 @@ func parseReply(s string, f []int64) bool {
 	return i == len(s)
 }
 
-// onceKey returns the key that keeps the reply of call id on key's slot.
-func (l *redisLimiter) onceKey(key string, id uint64) string {
-	var idText [32]byte
-	return l.prefix + hashTagSafe(key) + onceInfix + string(l.guard.ids.appendID(idText[:0], id))
-}
-
 // keysOf fills keys with the Redis keys of key's state, one per limit,
 // and, when keys has room for one more, the key of call id's reply. They
 // are cut from one string: one allocation however many there are.
