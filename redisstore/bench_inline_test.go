@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -21,18 +23,20 @@ func BenchmarkRedisAllowInline(b *testing.B) {
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 50, MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer c.Close()
 	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.TokenBucket} {
-		b.Run(string(alg), func(b *testing.B) {
-			l, err := algorithms.New(New(c), alg, benchLimit(alg))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetParallelism(25)
-			if err := c.ConfigResetStat(context.Background()).Err(); err != nil {
-				b.Fatal(err)
-			}
-			runAllowBench(b, l)
-			b.ReportMetric(scriptMicros(b, c)/float64(b.N), "redis-µs/op")
-		})
+		for _, par := range []int{1, 25} { // 2 and 50 goroutines on 2 cores
+			b.Run(fmt.Sprintf("%s/g=%d", alg, par*runtime.GOMAXPROCS(0)), func(b *testing.B) {
+				l, err := algorithms.New(New(c), alg, benchLimit(alg))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetParallelism(par)
+				if err := c.ConfigResetStat(context.Background()).Err(); err != nil {
+					b.Fatal(err)
+				}
+				runAllowBench(b, l)
+				b.ReportMetric(scriptMicros(b, c)/float64(b.N), "redis-µs/op")
+			})
+		}
 	}
 }
 

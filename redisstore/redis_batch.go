@@ -303,9 +303,17 @@ func (b *batcher) gather(q *keyQueue, qs []*keyQueue) []*keyQueue {
 	n := min(len(b.ready), b.maxKeys-1)
 	qs = append(qs, q)
 	qs = append(qs, b.ready[:n]...)
-	clear(b.ready[:n])
-	b.ready = b.ready[n:]
+	b.ready = dropFront(b.ready, n)
 	return qs
+}
+
+// dropFront removes the first n keys of line, moving the rest down, so that
+// the line's storage serves for good instead of being given up from the
+// front and made anew as keys are appended.
+func dropFront(line []*keyQueue, n int) []*keyQueue {
+	rest := copy(line, line[n:])
+	clear(line[rest:])
+	return line[:rest]
 }
 
 // take moves up to most waiters from q to sent, marking them sent,
@@ -390,7 +398,6 @@ func (b *batcher) next(qs []*keyQueue, flusher bool) *keyQueue {
 		return nil
 	}
 	n := b.ready[0]
-	b.ready[0] = nil
-	b.ready = b.ready[1:]
+	b.ready = dropFront(b.ready, 1)
 	return n
 }

@@ -137,7 +137,7 @@ func (c *scriptCall) assemble(withOnce bool) {
 	}
 	c.keys = cutKeys(l, b.String(), c.jobs, withOnce)
 	c.args = make([]any, 0, 2+len(l.limitArgs))
-	c.args = append(append(c.args, list.String()), l.limitArgs...)
+	c.args = append(append(c.args, costArg(list.String())), l.limitArgs...)
 	if withOnce {
 		c.once.set(l.onceTTL)
 		c.args = append(c.args, &c.once)

@@ -229,7 +229,7 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 		keys, args = keys[:len(l.limits)], args[:len(args)-1]
 		l.keysOf(key, keys, 0)
 	}
-	args[0] = list
+	args[0] = costArg(list)
 	script := l.scriptFor(list)
 	reply, err := script.Run(ctx, l.client, keys, args...).Text()
 	if err != nil && id != 0 && !refund && g.moving.Learn(hashTagSafe(key), err, g.clock()) {
@@ -301,6 +301,18 @@ func costList(costs []int) string {
 		b = strconv.AppendInt(b, int64(c), 10)
 	}
 	return string(b)
+}
+
+// oneCost is the list of one request of cost 1 as a script argument.
+var oneCost any = "1"
+
+// costArg is list as a script argument: the common list of one request of
+// cost 1 without an allocation.
+func costArg(list string) any {
+	if list == "1" {
+		return oneCost
+	}
+	return list
 }
 
 // hashTagSafe escapes '{', '}' and '%' in key, so that the whole key, and
