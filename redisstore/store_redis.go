@@ -320,10 +320,12 @@ func costArg(list string) any {
 // "route:/users/{id}|ip:192.0.2.1" would otherwise put every client of a
 // route in one slot. Escaping '%' too keeps distinct keys distinct.
 func hashTagSafe(key string) string {
-	if !strings.ContainsAny(key, "{}%") {
-		return key
+	for i := 0; i < len(key); i++ { // faster than strings.ContainsAny for a key's length
+		if c := key[i]; c == '{' || c == '}' || c == '%' {
+			return tagEscaper.Replace(key)
+		}
 	}
-	return tagEscaper.Replace(key)
+	return key
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
