@@ -29,12 +29,14 @@ func BenchmarkRedisAllowSerial(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			cpu0 := selfCPU(b)
 			for i := 0; b.Loop(); i++ {
 				r, err := l.Allow(ctx, benchKeys[i&(len(benchKeys)-1)], 1)
 				if err != nil || !r.Allowed {
 					b.Fatalf("Allow: %+v, %v", r, err)
 				}
 			}
+			b.ReportMetric(float64((selfCPU(b)-cpu0).Microseconds())/float64(b.N), "app-µs/op")
 			b.ReportMetric(scriptMicros(b, c)/float64(b.N), "redis-µs/op")
 		})
 	}

@@ -38,6 +38,7 @@ func benchLimit(alg algorithms.Algorithm) algorithms.Limit {
 func runAllowBench(b *testing.B, l algorithms.Limiter) {
 	b.ReportAllocs()
 	ctx := context.Background()
+	cpu0 := selfCPU(b)
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
@@ -49,6 +50,7 @@ func runAllowBench(b *testing.B, l algorithms.Limiter) {
 			i++
 		}
 	})
+	b.ReportMetric(float64((selfCPU(b)-cpu0).Microseconds())/float64(b.N), "app-µs/op")
 }
 
 func BenchmarkMemoryAllow(b *testing.B) {

@@ -136,7 +136,7 @@ func TestChargeLine(t *testing.T) {
 		t.Fatalf("owed %+v; want 12 and the line untouched", o)
 	}
 	q := b.queues[queueKey{l, "k"}]
-	sent, taken := b.take(q, time.Now(), 10, true)
+	sent, _, taken := b.take(q, time.Now(), 10, true, nil)
 	if len(sent) != 10 || taken.cost != 12 || taken.id == 0 {
 		t.Fatalf("sent %d, charge %+v; want 10 waiters and the charge of 12", len(sent), taken)
 	}
@@ -145,7 +145,7 @@ func TestChargeLine(t *testing.T) {
 			t.Fatalf("sent[%d] is not the line's waiter %d: the line must follow in arrival order", i, i)
 		}
 	}
-	if _, again := b.take(q, time.Now(), 10, true); again.cost != 0 {
+	if _, _, again := b.take(q, time.Now(), 10, true, nil); again.cost != 0 {
 		t.Fatalf("a charge in flight was taken twice: %+v", again)
 	}
 	charge("k", 3, admit) // owed beside the charge in flight
@@ -153,7 +153,7 @@ func TestChargeLine(t *testing.T) {
 	if b.settleCharges([]chargeTaken{taken}, failed) {
 		t.Fatal("a call that did not run reported counted")
 	}
-	_, retry := b.take(q, time.Now(), 10, true)
+	_, _, retry := b.take(q, time.Now(), 10, true, nil)
 	if retry.id != taken.id || retry.cost != 12 {
 		t.Fatalf("retry %+v; want the same id %d and cost 12, the new 3 kept apart", retry, taken.id)
 	}

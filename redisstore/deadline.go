@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +20,16 @@ type deadlineWheel struct {
 	buckets map[int64]chan struct{} // tick → channel closed at it
 	timer   *time.Timer
 	next    int64 // tick the timer is armed for, 0 when none
+
+	// latest is the bucket made last, read without the lock: the decisions
+	// of one millisecond share it. Its tick is in the future when it matches
+	// a new deadline's, so it is still in buckets, not yet closed.
+	latest atomic.Pointer[bucket]
+}
+
+type bucket struct {
+	tick int64
+	ch   chan struct{}
 }
 
 func newDeadlineWheel() *deadlineWheel {
@@ -29,6 +40,9 @@ func newDeadlineWheel() *deadlineWheel {
 // more).
 func (w *deadlineWheel) after(d time.Duration) <-chan struct{} {
 	tick := int64((time.Since(w.start)+max(d, 0))/time.Millisecond) + 1
+	if b := w.latest.Load(); b != nil && b.tick == tick {
+		return b.ch
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ch := w.buckets[tick]
@@ -38,6 +52,7 @@ func (w *deadlineWheel) after(d time.Duration) <-chan struct{} {
 		if w.next == 0 || tick < w.next {
 			w.arm(tick)
 		}
+		w.latest.Store(&bucket{tick, ch})
 	}
 	return ch
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -59,6 +60,9 @@ type denialShard struct {
 	// byDigest finds a key's entries, under every limiter, from the digest
 	// an announcement names.
 	byDigest map[keyDigest]*keyEntries
+	// live is len(m), read without the lock: a lookup in an empty shard,
+	// the common case, takes no lock.
+	live atomic.Int32
 }
 
 type denialKey struct {
@@ -117,6 +121,9 @@ func (d *denials) find(l *redisLimiter, key string, cost int, now time.Time, tru
 		return algorithms.Result{}, false
 	}
 	sh := d.shard(key)
+	if sh.live.Load() == 0 {
+		return algorithms.Result{}, false
+	}
 	k := denialKey{l, key}
 	sh.mu.Lock()
 	e, ok := sh.m[k]
@@ -188,6 +195,7 @@ func (d *denials) remember(l *redisLimiter, key string, cost int, at time.Time, 
 // put adds a new entry and indexes it. The caller holds sh.mu.
 func (sh *denialShard) put(k denialKey, e denial) {
 	sh.m[k] = e
+	sh.live.Store(int32(len(sh.m)))
 	ke := sh.byDigest[e.digest]
 	if ke == nil {
 		ke = &keyEntries{key: k.key}
@@ -199,6 +207,7 @@ func (sh *denialShard) put(k denialKey, e denial) {
 // del removes an entry and its index. The caller holds sh.mu.
 func (sh *denialShard) del(k denialKey, digest keyDigest) {
 	delete(sh.m, k)
+	sh.live.Store(int32(len(sh.m)))
 	ke := sh.byDigest[digest]
 	if ke == nil {
 		return
@@ -268,5 +277,6 @@ func (sh *denialShard) forget(digest keyDigest) {
 	for _, l := range ke.ls {
 		delete(sh.m, denialKey{l, ke.key})
 	}
+	sh.live.Store(int32(len(sh.m)))
 	delete(sh.byDigest, digest)
 }

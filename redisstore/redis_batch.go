@@ -38,6 +38,11 @@ type batcher struct {
 	gated atomic.Int32 // len(gates), read without the lock
 
 	clock func() time.Time // the store's
+
+	// Flushers that have nothing to do, and the keys handed to them (see
+	// start).
+	idle    int
+	handoff chan *keyQueue
 }
 
 type queueKey struct {
@@ -73,7 +78,6 @@ type waiter struct {
 	deadline time.Time
 	probe    bool // the breaker's probe: its call's outcome closes or opens the breaker
 	state    atomic.Int32
-	call     *call // set before the waiter is sent
 	res      algorithms.Result
 	err      error
 	done     chan struct{} // receives once the answer is delivered
@@ -84,11 +88,6 @@ type waiter struct {
 	outcome   int8
 	localCost int
 	doubt     uint64 // of a waiter whose call failed: see doubtOf
-}
-
-// call is what the waiters of one script call share.
-type call struct {
-	probe bool // it carries the breaker's probe
 }
 
 // minRoundTrip is the least time before its deadline for a waiter to be
@@ -102,7 +101,7 @@ var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{
 // that was abandoned.
 func newWaiter(cost int, deadline time.Time, probe bool) *waiter {
 	w := waiters.Get().(*waiter)
-	w.cost, w.deadline, w.probe, w.call = cost, deadline, probe, nil
+	w.cost, w.deadline, w.probe = cost, deadline, probe
 	w.res, w.err = algorithms.Result{}, nil
 	w.outcome, w.localCost, w.doubt = outcomeUnknown, 0, 0
 	w.state.Store(waiterQueued)
@@ -126,7 +125,7 @@ func (w *waiter) deliver(res algorithms.Result, err error) bool {
 func newBatcher(maxActive, maxWaiting, maxBatch, maxKeys int) *batcher {
 	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, maxKeys: maxKeys,
 		queues: map[queueKey]*keyQueue{}, owed: map[queueKey]*owedCharge{}, maxOwed: DefaultMaxOwedKeys,
-		gates: map[queueKey]time.Time{}, clock: time.Now}
+		gates: map[queueKey]time.Time{}, clock: time.Now, handoff: make(chan *keyQueue, maxActive)}
 }
 
 // submit queues w for key of l. It reports false, queuing nothing, when
@@ -204,94 +203,179 @@ func (b *batcher) flushInline(q *keyQueue) {
 	owes := b.ownsChargeLocked(q.id)
 	b.mu.Unlock()
 	if owes {
-		go b.run(q)
+		b.start(q)
 		return
 	}
-	if w, _ := b.take(q, g.clock(), 1, false); len(w) > 0 {
-		flushAll(g, []keyBatch{{l: q.id.l, key: q.id.key, waiters: w}}, true)
+	buf := flushBufs.Get().(*flushBuf)
+	var probe bool
+	buf.waiters, probe, _ = b.take(q, g.clock(), 1, false, buf.waiters)
+	if len(buf.waiters) > 0 {
+		buf.batches = append(buf.batches, keyBatch{l: q.id.l, key: q.id.key, waiters: buf.waiters, probe: probe})
+		flushAll(g, buf, true)
 	}
-	if n := b.next([]*keyQueue{q}); n != nil {
-		go b.run(n)
+	buf.qs = append(buf.qs, q)
+	n := b.next(buf.qs, false)
+	buf.reset()
+	flushBufs.Put(buf)
+	if n != nil {
+		b.start(n)
+	}
+}
+
+// flusherLinger is how long a flusher with nothing to do waits for a key
+// before it ends. A busy store so keeps its flushers, whose stacks have
+// grown to what a call needs, instead of starting a goroutine (and growing
+// its stack) for every flush; an idle one keeps none.
+const flusherLinger = 100 * time.Millisecond
+
+// start has a flusher serve q, for which the caller took a flusher's slot
+// (see scheduleLocked): one waiting idle, else a new one.
+func (b *batcher) start(q *keyQueue) {
+	b.mu.Lock()
+	if b.idle > 0 {
+		select {
+		case b.handoff <- q: // room for every flusher: never blocks
+			b.idle--
+			b.mu.Unlock()
+			return
+		default:
+		}
+	}
+	b.mu.Unlock()
+	go b.flusher(q)
+}
+
+// flusher serves q and then the keys start hands it, until none comes
+// within flusherLinger. The batcher counts it idle from the moment it finds
+// nothing ready (see next), so a key handed to it is always taken: by it,
+// or by another idle flusher, which leaves this one counted idle.
+func (b *batcher) flusher(q *keyQueue) {
+	wheel := q.id.l.guard.wheel
+	buf := flushBufs.Get().(*flushBuf)
+	defer flushBufs.Put(buf)
+	for q != nil {
+		b.run(q, buf)
+		select {
+		case q = <-b.handoff:
+			continue
+		case <-wheel.after(flusherLinger):
+		}
+		b.mu.Lock()
+		select {
+		case q = <-b.handoff:
+		default:
+			b.idle--
+			q = nil
+		}
+		b.mu.Unlock()
 	}
 }
 
 // run flushes q with the keys ready meanwhile, up to maxKeys of them in
 // one pipeline, then whatever is ready next, until nothing is.
-func (b *batcher) run(q *keyQueue) {
+func (b *batcher) run(q *keyQueue, buf *flushBuf) {
 	g := q.id.l.guard
 	for q != nil {
-		qs := b.gather(q)
+		buf.qs = b.gather(q, buf.qs)
 		now := g.clock()
-		batches := make([]keyBatch, 0, len(qs))
-		for _, q := range qs {
-			w, charge := b.take(q, now, b.maxBatch, true)
-			if len(w) > 0 || charge.cost > 0 {
-				batches = append(batches, keyBatch{l: q.id.l, key: q.id.key, waiters: w, charge: charge})
+		for _, q := range buf.qs {
+			from := len(buf.waiters)
+			var probe bool
+			var charge chargeTaken
+			buf.waiters, probe, charge = b.take(q, now, b.maxBatch, true, buf.waiters)
+			if w := buf.waiters[from:len(buf.waiters):len(buf.waiters)]; len(w) > 0 || charge.cost > 0 {
+				buf.batches = append(buf.batches, keyBatch{l: q.id.l, key: q.id.key, waiters: w, probe: probe, charge: charge})
 			}
 		}
-		if len(batches) > 0 {
-			flushAll(g, batches, false)
+		if len(buf.batches) > 0 {
+			flushAll(g, buf, false)
 		}
-		q = b.next(qs)
+		q = b.next(buf.qs, true)
+		buf.reset()
 	}
 }
 
-// gather returns q and up to maxKeys-1 more keys from the front of the
-// ready line, all now this flusher's.
-func (b *batcher) gather(q *keyQueue) []*keyQueue {
+// gather appends q and up to maxKeys-1 more keys from the front of the
+// ready line, all now this flusher's, to qs.
+func (b *batcher) gather(q *keyQueue, qs []*keyQueue) []*keyQueue {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := min(len(b.ready), b.maxKeys-1)
-	qs := make([]*keyQueue, 0, n+1)
 	qs = append(qs, q)
 	qs = append(qs, b.ready[:n]...)
-	clear(b.ready[:n])
-	b.ready = b.ready[n:]
+	b.ready = dropFront(b.ready, n)
 	return qs
 }
 
-// take removes up to most waiters from q and marks them sent, dropping
-// those that were abandoned meanwhile, and, when withCharge says so, takes
-// the key's owed charge, all under one lock: a charge the twin added
-// before is sent ahead of these waiters (see redis_charges.go). A waiter
-// whose deadline is too close for a round trip is not sent but left to give
-// up by itself: it waited in this process, which is no failure of Redis.
-func (b *batcher) take(q *keyQueue, now time.Time, most int, withCharge bool) ([]*waiter, chargeTaken) {
+// dropFront removes the first n keys of line, moving the rest down, so that
+// the line's storage serves for good instead of being given up from the
+// front and made anew as keys are appended.
+func dropFront(line []*keyQueue, n int) []*keyQueue {
+	rest := copy(line, line[n:])
+	clear(line[rest:])
+	return line[:rest]
+}
+
+// take moves up to most waiters from q to sent, marking them sent,
+// dropping those that were abandoned meanwhile, and, when withCharge says
+// so, takes the key's owed charge, all under one lock: a charge the twin
+// added before is sent ahead of these waiters (see redis_charges.go). A
+// waiter whose deadline is too close for a round trip is not sent but left
+// to give up by itself: it waited in this process, which is no failure of
+// Redis. probe reports whether a waiter sent is the breaker's probe.
+func (b *batcher) take(q *keyQueue, now time.Time, most int, withCharge bool, sent []*waiter) (_ []*waiter, probe bool, charge chargeTaken) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var charge chargeTaken
 	if withCharge {
 		charge, _ = b.takeChargeLocked(q.id)
 	}
 	n := min(len(q.waiters), most)
-	batch := make([]*waiter, n)
-	copy(batch, q.waiters[:n])
-	rest := copy(q.waiters, q.waiters[n:])
-	clear(q.waiters[rest:])
-	q.waiters = q.waiters[:rest]
-	b.waiting -= n
-
-	c := &call{}
-	sent := batch[:0]
-	for _, w := range batch {
+	for _, w := range q.waiters[:n] {
 		if w.deadline.Sub(now) < minRoundTrip {
 			// Out of the line now: its owner decides it by itself.
 			w.state.CompareAndSwap(waiterQueued, waiterDropped)
 			continue
 		}
-		w.call = c
 		if w.state.CompareAndSwap(waiterQueued, waiterSent) {
 			sent = append(sent, w)
-			c.probe = c.probe || w.probe
+			probe = probe || w.probe
 		}
 	}
-	return sent, charge
+	rest := copy(q.waiters, q.waiters[n:])
+	clear(q.waiters[rest:])
+	q.waiters = q.waiters[:rest]
+	b.waiting -= n
+	return sent, probe, charge
+}
+
+// flushBuf is the storage of a flush, kept by a flusher from one flush to
+// the next (and pooled for inline flushes): a flush of many keys allocates
+// nothing per key for its lines, batches and jobs.
+type flushBuf struct {
+	qs      []*keyQueue
+	batches []keyBatch
+	waiters []*waiter // the batches' waiters, one stretch each
+	jobs    []*job
+	slab    []job // the jobs
+}
+
+var flushBufs = sync.Pool{New: func() any { return new(flushBuf) }}
+
+// reset empties buf, keeping nothing alive that its flush held.
+func (buf *flushBuf) reset() {
+	clear(buf.qs)
+	clear(buf.batches)
+	clear(buf.waiters)
+	clear(buf.jobs)
+	clear(buf.slab)
+	buf.qs, buf.batches, buf.waiters, buf.jobs = buf.qs[:0], buf.batches[:0], buf.waiters[:0], buf.jobs[:0]
 }
 
 // next returns the key the flusher that just flushed qs serves next: the
 // oldest ready key, with those of qs that have more waiters going to the
-// back of the line; nil when nothing is left, and the flusher then ends.
-func (b *batcher) next(qs []*keyQueue) *keyQueue {
+// back of the line; nil when nothing is left: the flusher's slot is then
+// free, and the flusher idle if it is one (not an inline flush).
+func (b *batcher) next(qs []*keyQueue, flusher bool) *keyQueue {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, q := range qs {
@@ -308,10 +392,12 @@ func (b *batcher) next(qs []*keyQueue) *keyQueue {
 	}
 	if len(b.ready) == 0 {
 		b.active--
+		if flusher {
+			b.idle++
+		}
 		return nil
 	}
 	n := b.ready[0]
-	b.ready[0] = nil
-	b.ready = b.ready[1:]
+	b.ready = dropFront(b.ready, 1)
 	return n
 }

@@ -34,9 +34,7 @@ func callsOf(jobs []*job) []*scriptCall {
 		l    *redisLimiter
 		slot int
 	}
-	var calls []*scriptCall
-	index := make(map[callKey]*scriptCall, 4)
-	for n, j := range jobs {
+	keyOf := func(n int, j *job) callKey {
 		k := callKey{l: j.l}
 		switch j.l.client.(type) {
 		case *redis.Client:
@@ -45,13 +43,37 @@ func callsOf(jobs []*job) []*scriptCall {
 		default:
 			k.slot = -1 - n // a call of its own
 		}
-		c := index[k]
-		if c == nil {
-			c = &scriptCall{l: j.l}
-			index[k] = c
-			calls = append(calls, c)
+		return k
+	}
+	var calls []*scriptCall
+	var keys []callKey                // of calls
+	var index map[callKey]*scriptCall // once there are more than a few calls
+	for n, j := range jobs {
+		k := keyOf(n, j)
+		var c *scriptCall
+		if index != nil {
+			c = index[k]
+		} else if i := slices.Index(keys, k); i >= 0 {
+			c = calls[i]
 		}
-		c.jobs = append(c.jobs, j)
+		if c != nil {
+			c.jobs = append(c.jobs, j)
+			continue
+		}
+		if n == 0 && oneCall(jobs, func(n int, j *job) bool { return keyOf(n, j) == k }) {
+			calls = []*scriptCall{{l: j.l, jobs: jobs}} // the common case: no copy
+			break
+		}
+		c = &scriptCall{l: j.l, jobs: []*job{j}}
+		calls, keys = append(calls, c), append(keys, k)
+		if index == nil && len(calls) > 8 {
+			index = make(map[callKey]*scriptCall, 2*len(calls))
+			for i, c := range calls {
+				index[keys[i]] = c
+			}
+		} else if index != nil {
+			index[k] = c
+		}
 	}
 	for _, c := range calls {
 		c.assemble(c.l.once)
@@ -59,36 +81,71 @@ func callsOf(jobs []*job) []*scriptCall {
 	return calls
 }
 
+// oneCall reports whether every job goes in the first one's call.
+func oneCall(jobs []*job, same func(n int, j *job) bool) bool {
+	for n, j := range jobs {
+		if !same(n, j) {
+			return false
+		}
+	}
+	return true
+}
+
 // assemble lays out the call's keys and arguments: every job's keys in
 // turn, and its costs as one group of ARGV[1]; then, when withOnce says
 // so, the key and lifetime of the call's kept reply (see callIDs), in the
-// first job's slot.
+// first job's slot. The keys are cut from one string.
 func (c *scriptCall) assemble(withOnce bool) {
-	l, per := c.l, len(c.l.limits)
+	l := c.l
 	if len(c.jobs) == 1 && len(c.jobs[0].costs) == 1 && l.scriptOne != nil {
 		if list := costList(c.jobs[0].costs); l.scriptFor(list) == l.scriptOne {
 			c.assembleOne(list, withOnce)
 			return
 		}
 	}
-	once := 0
+	var idText [32]byte
+	var id []byte
 	if withOnce {
-		once = 1
+		id = l.guard.ids.appendID(idText[:0], l.guard.ids.id())
 	}
-	c.keys = make([]string, len(c.jobs)*per+once)
-	var groups strings.Builder
+	size, groups := 0, 0
+	suffixes := 0
+	for _, suffix := range l.suffixes {
+		suffixes += len(suffix)
+	}
+	for _, j := range c.jobs {
+		size += len(l.suffixes)*(len(l.prefix)+len(hashTagSafe(j.key))) + suffixes
+		groups += 4 * len(j.costs)
+	}
+	if withOnce {
+		size += len(l.prefix) + len(hashTagSafe(c.jobs[0].key)) + len(onceInfix) + len(id)
+	}
+	var b, list strings.Builder
+	b.Grow(size)
+	list.Grow(groups)
 	for n, j := range c.jobs {
-		l.keysOf(j.key, c.keys[n*per:(n+1)*per], 0)
-		if n > 0 {
-			groups.WriteByte(',')
+		tag := hashTagSafe(j.key)
+		for _, suffix := range l.suffixes {
+			b.WriteString(l.prefix)
+			b.WriteString(tag)
+			b.WriteString(suffix)
 		}
-		groups.WriteString(costList(j.costs))
+		if n > 0 {
+			list.WriteByte(',')
+		}
+		list.WriteString(costList(j.costs))
 	}
+	if withOnce {
+		b.WriteString(l.prefix)
+		b.WriteString(hashTagSafe(c.jobs[0].key))
+		b.WriteString(onceInfix)
+		b.Write(id)
+	}
+	c.keys = cutKeys(l, b.String(), c.jobs, withOnce)
 	c.script = l.script
 	c.args = make([]any, 0, 2+len(l.limitArgs))
-	c.args = append(append(c.args, groups.String()), l.limitArgs...)
+	c.args = append(append(c.args, costArg(list.String())), l.limitArgs...)
 	if withOnce {
-		c.keys[len(c.keys)-1] = l.onceKey(c.jobs[0].key, l.guard.ids.id())
 		c.once.set(l.onceTTL)
 		c.args = append(c.args, &c.once)
 	}
@@ -101,19 +158,44 @@ func (c *scriptCall) assemble(withOnce bool) {
 func (c *scriptCall) assembleOne(list string, withOnce bool) {
 	l := c.l
 	c.script = l.scriptOne
-	c.keys = make([]string, 1, 2)
-	l.keysOf(c.jobs[0].key, c.keys, 0)
-	c.args = append(make([]any, 0, 2), list)
+	c.args = append(make([]any, 0, 2), costArg(list))
 	switch {
 	case !withOnce:
+		c.keys = make([]string, 1)
+		l.keysOf(c.jobs[0].key, c.keys, 0)
 	case recordsInState(l.alg):
+		c.keys = make([]string, 1)
+		l.keysOf(c.jobs[0].key, c.keys, 0)
 		c.once.setRecord(l.guard.ids, l.guard.ids.id())
 		c.args = append(c.args, &c.once)
-	default:
-		c.keys = append(c.keys, l.onceKey(c.jobs[0].key, l.guard.ids.id()))
+	default: // the state's key, then the reply's
+		c.keys = make([]string, 2)
+		l.keysOf(c.jobs[0].key, c.keys, l.guard.ids.id())
 		c.once.set(l.onceTTL)
 		c.args = append(c.args, &c.once)
 	}
+}
+
+// cutKeys cuts from text, as assemble wrote it, the keys of jobs and, when
+// once says so, the key of the call's reply.
+func cutKeys(l *redisLimiter, text string, jobs []*job, once bool) []string {
+	n := len(jobs) * len(l.suffixes)
+	if once {
+		n++
+	}
+	keys := make([]string, 0, n)
+	at := 0
+	for _, j := range jobs {
+		tag := len(l.prefix) + len(hashTagSafe(j.key))
+		for _, suffix := range l.suffixes {
+			keys = append(keys, text[at:at+tag+len(suffix)])
+			at += tag + len(suffix)
+		}
+	}
+	if once {
+		keys = append(keys, text[at:])
+	}
+	return keys
 }
 
 // scriptOf returns the call's script: the one assemble chose, or the

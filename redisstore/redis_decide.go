@@ -145,7 +145,7 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 		if g.inline {
 			g.batcher.flushInline(start)
 		} else {
-			go g.batcher.run(start)
+			g.batcher.start(start)
 		}
 	}
 

@@ -29,12 +29,15 @@ type job struct {
 // what most of Redis's work per decision is. Each key keeps its own answer,
 // error and cached denial; the breaker hears of the round trip once. An
 // inline flush (see flushInline) ends by its waiters' deadline.
-func flushAll(g *guard, batches []keyBatch, inline bool) {
+func flushAll(g *guard, buf *flushBuf, inline bool) {
 	sent := g.clock()
 	probe := false
 	deadline := sent
-	jobs := make([]*job, 0, len(batches))
-	slab := make([]job, len(batches)) // one allocation for the flush's jobs
+	batches := buf.batches
+	if cap(buf.slab) < len(batches) {
+		buf.slab = make([]job, len(batches))
+	}
+	jobs, slab := buf.jobs[:0], buf.slab[:len(batches)]
 	var charges []chargeTaken
 	for n, kb := range batches {
 		if kb.charge.cost > 0 {
@@ -43,7 +46,7 @@ func flushAll(g *guard, batches []keyBatch, inline bool) {
 		if len(kb.waiters) == 0 {
 			continue
 		}
-		probe = probe || kb.waiters[0].call.probe
+		probe = probe || kb.probe
 		j := &slab[n]
 		if !kb.l.prepare(j, kb.key, kb.waiters, sent) {
 			continue
@@ -55,6 +58,7 @@ func flushAll(g *guard, batches []keyBatch, inline bool) {
 		}
 		jobs = append(jobs, j)
 	}
+	buf.jobs = jobs
 	if len(jobs) == 0 && len(charges) == 0 {
 		if probe {
 			g.breaker.CancelProbe()
@@ -83,6 +87,7 @@ type keyBatch struct {
 	l       *redisLimiter
 	key     string
 	waiters []*waiter
+	probe   bool        // a waiter is the breaker's probe
 	charge  chargeTaken // the key's owed charge, sent first; none when its cost is 0
 }
 

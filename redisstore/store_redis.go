@@ -216,7 +216,7 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 	if script == l.scriptOne && recordsInState(l.alg) {
 		// The limit is in the script, and the record stays in the state:
 		// the cost, and the call's id.
-		keys, args := call.keys[:1], append(call.one[:0], list)
+		keys, args := call.keys[:1], append(call.one[:0], costArg(list))
 		l.keysOf(key, keys, 0)
 		if deciding && l.once {
 			id = g.ids.id()
@@ -235,10 +235,10 @@ func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, dec
 		keys, args = keys[:len(l.limits)], args[:len(args)-1]
 		l.keysOf(key, keys, 0)
 	}
-	args[0] = list
+	args[0] = costArg(list)
 	if script == l.scriptOne {
 		// The limit is in the script: the cost, and the reply's lifetime.
-		one := append(call.one[:0], list)
+		one := append(call.one[:0], costArg(list))
 		if id != 0 {
 			one = append(one, call.once)
 		}
@@ -327,15 +327,29 @@ func costList(costs []int) string {
 	return string(b)
 }
 
+// oneCost is the list of one request of cost 1 as a script argument.
+var oneCost any = "1"
+
+// costArg is list as a script argument: the common list of one request of
+// cost 1 without an allocation.
+func costArg(list string) any {
+	if list == "1" {
+		return oneCost
+	}
+	return list
+}
+
 // hashTagSafe escapes '{', '}' and '%' in key, so that the whole key, and
 // not a piece of it up to a '}', is the Cluster hash tag: keys such as
 // "route:/users/{id}|ip:192.0.2.1" would otherwise put every client of a
 // route in one slot. Escaping '%' too keeps distinct keys distinct.
 func hashTagSafe(key string) string {
-	if !strings.ContainsAny(key, "{}%") {
-		return key
+	for i := 0; i < len(key); i++ { // faster than strings.ContainsAny for a key's length
+		if c := key[i]; c == '{' || c == '}' || c == '%' {
+			return tagEscaper.Replace(key)
+		}
 	}
-	return tagEscaper.Replace(key)
+	return key
 }
 
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -374,12 +388,6 @@ func parseReply(s string, f []int64) bool {
 		}
 	}
 	return i == len(s)
-}
-
-// onceKey returns the key that keeps the reply of call id on key's slot.
-func (l *redisLimiter) onceKey(key string, id uint64) string {
-	var idText [32]byte
-	return l.prefix + hashTagSafe(key) + onceInfix + string(l.guard.ids.appendID(idText[:0], id))
 }
 
 // keysOf fills keys with the Redis keys of key's state, one per limit,
