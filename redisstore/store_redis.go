@@ -7,8 +7,10 @@
 // (denials.go, denials_sync.go), the local decider and its charges
 // (redis_charges.go), the gate after a fault (redis_gate.go), Redis's last
 // answer (redis_lastsaid.go), version checks (redis_version.go) and
-// migrating Cluster slots (redis_migrate.go). While Redis cannot decide, a
-// memstore limiter of this instance's share decides (FailLocal).
+// migrating Cluster slots (redis_migrate.go); a decision waits in a waiter
+// (waiter.go), and a call's keys, arguments and reply are laid out in
+// args.go. While Redis cannot decide, a memstore limiter of this
+// instance's share decides (FailLocal).
 package redisstore
 
 import (
@@ -283,77 +285,6 @@ func (l *redisLimiter) scriptFor(list string) *redis.Script {
 	return l.scriptOne
 }
 
-// parse reads the script's reply for n requests into dst, or a new slice
-// when dst is too short (a job's buffer spares one allocation per key).
-func (l *redisLimiter) parse(reply string, n int, dst []algorithms.Result) ([]algorithms.Result, error) {
-	var small [20]int64 // a reply of up to 4 requests, off the heap
-	var f []int64
-	if 5*n <= len(small) {
-		f = small[:5*n]
-	} else {
-		f = make([]int64, 5*n)
-	}
-	if !parseReply(reply, f) {
-		return nil, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
-	}
-	res := dst[:0]
-	if cap(res) < n {
-		res = make([]algorithms.Result, n)
-	}
-	res = res[:n]
-	for i := range res {
-		v := f[5*i : 5*i+5]
-		if v[1] < 1 || v[1] > int64(len(l.limits)) {
-			return nil, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
-		}
-		res[i] = ratemath.MakeResult(l.alg, l.limits, int(v[1]-1), v[0] == 1, v[2], v[3], v[4])
-	}
-	return res, nil
-}
-
-// costList is the script's list of costs: "1" for the common single request
-// of cost 1, without an allocation.
-func costList(costs []int) string {
-	if len(costs) == 1 && costs[0] == 1 {
-		return "1"
-	}
-	b := make([]byte, 0, 4*len(costs))
-	for i, c := range costs {
-		if i > 0 {
-			b = append(b, ' ')
-		}
-		b = strconv.AppendInt(b, int64(c), 10)
-	}
-	return string(b)
-}
-
-// oneCost is the list of one request of cost 1 as a script argument.
-var oneCost any = "1"
-
-// costArg is list as a script argument: the common list of one request of
-// cost 1 without an allocation.
-func costArg(list string) any {
-	if list == "1" {
-		return oneCost
-	}
-	return list
-}
-
-// hashTagSafe escapes '{', '}' and '%' in key, so that the whole key, and
-// not a piece of it up to a '}', is the Cluster hash tag: keys such as
-// "route:/users/{id}|ip:192.0.2.1" would otherwise put every client of a
-// route in one slot. Escaping '%' too keeps distinct keys distinct.
-func hashTagSafe(key string) string {
-	for i := 0; i < len(key); i++ { // faster than strings.ContainsAny for a key's length
-		if c := key[i]; c == '{' || c == '}' || c == '%' {
-			return tagEscaper.Replace(key)
-		}
-	}
-	return key
-}
-
-var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
-
 // redisCall holds the slices of one script call, reused across calls: go-redis
 // copies them into its command before Run returns. Keys are the limits'
 // then the call's reply's; args the costs, three per limit, then the
@@ -364,68 +295,4 @@ type redisCall struct {
 	one    []any    // the arguments of the one-request script
 	once   *onceArg // the last of args
 	record onceArg  // a one-request call's id (see recordsInState)
-}
-
-// parseReply reads len(f) non-negative integers separated by single spaces.
-func parseReply(s string, f []int64) bool {
-	i := 0
-	for n := range f {
-		start := i
-		var v int64
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' && i-start < 18 {
-			v = v*10 + int64(s[i]-'0')
-			i++
-		}
-		if i == start {
-			return false
-		}
-		f[n] = v
-		if n < len(f)-1 {
-			if i >= len(s) || s[i] != ' ' {
-				return false
-			}
-			i++
-		}
-	}
-	return i == len(s)
-}
-
-// keysOf fills keys with the Redis keys of key's state, one per limit,
-// and, when keys has room for one more, the key of call id's reply. They
-// are cut from one string: one allocation however many there are.
-func (l *redisLimiter) keysOf(key string, keys []string, id uint64) {
-	tag := hashTagSafe(key)
-	once := len(keys) > len(l.suffixes)
-	var idText [32]byte
-	size := len(keys) * (len(l.prefix) + len(tag))
-	for _, suffix := range l.suffixes {
-		size += len(suffix)
-	}
-	var text []byte
-	if once {
-		text = l.guard.ids.appendID(idText[:0], id)
-		size += len(onceInfix) + len(text)
-	}
-	var b strings.Builder
-	b.Grow(size)
-	var endBuf [8]int
-	ends := endBuf[:0]
-	for _, suffix := range l.suffixes {
-		b.WriteString(l.prefix)
-		b.WriteString(tag)
-		b.WriteString(suffix)
-		ends = append(ends, b.Len())
-	}
-	if once {
-		b.WriteString(l.prefix)
-		b.WriteString(tag)
-		b.WriteString(onceInfix)
-		b.Write(text)
-		ends = append(ends, b.Len())
-	}
-	s, start := b.String(), 0
-	for i, end := range ends {
-		keys[i] = s[start:end]
-		start = end
-	}
 }
