@@ -50,10 +50,9 @@ if #ARGV - 1 > 4 * per then
     -- A charge goes under the id of a call that may have run: a
     -- one-request call (see one.lua) keeps its record after its state.
     local id = string.match(once, ':once:(.+)$')
-    local v = id and redis.pcall('GET', KEYS[1])
-    local at = type(v) == 'string' and string.find(v, '|' .. id .. ' ', 1, true)
-    if at then
-      return string.sub(v, at + #id + 2)
+    kept = id and recorded(KEYS[1], id)
+    if kept then
+      return kept
     end
   end
 end

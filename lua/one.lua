@@ -28,10 +28,9 @@ elseif ARGV[2] then
   id = ARGV[2]
   if string.byte(id, -1) == 33 then -- '!': sent before
     id = string.sub(id, 1, -2)
-    local v = redis.pcall('GET', key)
-    local at = type(v) == 'string' and string.find(v, '|' .. id .. ' ', 1, true)
-    if at then
-      return string.sub(v, at + #id + 2)
+    local kept = recorded(key, id)
+    if kept then
+      return kept
     end
   end
 end

@@ -36,3 +36,14 @@ local function state_of(v)
   end
   return v
 end
+
+-- recorded returns the reply that a one-request call of this id left after
+-- the state of key, or nil when the state holds no record of it (a state
+-- of another type reads as none).
+local function recorded(key, id)
+  local v = redis.pcall('GET', key)
+  local at = type(v) == 'string' and string.find(v, '|' .. id .. ' ', 1, true)
+  if at then
+    return string.sub(v, at + #id + 2)
+  end
+end
