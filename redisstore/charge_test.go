@@ -175,7 +175,7 @@ func TestLostChargeReplyCountsOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(time.Second)), alg, onceLimit)
+			probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)), alg, onceLimit)
 			if err != nil {
 				t.Fatal(err)
 			}

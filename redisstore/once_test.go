@@ -58,7 +58,7 @@ func lostReplies(t *testing.T, c, direct redis.UniversalClient, counts *dropCoun
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(time.Second)), alg, onceLimit)
+	probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)), alg, onceLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestLostPipelineCountsOnce(t *testing.T) {
 				}
 				ls[i] = l
 			}
-			probe, err := algorithms.New(New(direct, WithPrefix(prefix)), alg, onceLimit)
+			probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)), alg, onceLimit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -403,7 +403,7 @@ func TestLostOneRequestChargedOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			probe, err := algorithms.New(New(direct, WithPrefix(prefix)), alg, onceLimit)
+			probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)), alg, onceLimit)
 			if err != nil {
 				t.Fatal(err)
 			}
