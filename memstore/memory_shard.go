@@ -90,7 +90,7 @@ func (t *table) store(j int, e *ratemath.Entry) {
 		t.prev[j] = e.C
 	}
 	if t.logs != nil {
-		t.logs[j] = e.Log
+		t.logs[j].Store(&e.Log)
 	}
 }
 

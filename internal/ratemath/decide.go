@@ -231,6 +231,21 @@ type TimeLog struct {
 	N    int
 }
 
+// Store makes l the log src, as a store writes back the entry that Decide
+// and Commit changed: field by field, and the ring only when push grew it.
+// A copy of the whole log would load head and N wider than they were just
+// written, which waits for every earlier store, the time that push wrote to
+// the ring among them (a cache miss in a store of many keys); and it would
+// run the GC's write barrier on every decision. The log stored reads as src
+// (TestTimeLogStore).
+func (l *TimeLog) Store(src *TimeLog) {
+	if len(l.Buf) != len(src.Buf) || len(src.Buf) != 0 && &l.Buf[0] != &src.Buf[0] {
+		l.Buf = src.Buf
+	}
+	l.head = src.head
+	l.N = src.N
+}
+
 func (l *TimeLog) at(i int64) int64 { return l.Buf[(l.head+int(i))&(len(l.Buf)-1)] }
 
 // clampTo moves the times after now, which only a clock that stepped back
