@@ -141,13 +141,30 @@ func NewIP(opts ...IPOption) (KeyFunc, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	return func(r *http.Request) (string, error) {
-		a, err := c.clientAddr(r)
-		if err != nil {
-			return "", err
+	return c.key, nil
+}
+
+// key is the KeyFunc of IP. An IPv4 RemoteAddr already in canonical form,
+// the commonest case, is its own key text: it is neither parsed into an
+// address (but for the trust check) nor formatted back.
+func (c *ipConfig) key(r *http.Request) (string, error) {
+	if !chimw.GetClientIPAddr(r.Context()).IsValid() {
+		if host, a, ok := canonicalIPv4(r.RemoteAddr); ok && !c.isTrusted(a) {
+			return textKey(host), nil
 		}
-		return ipKey(a, c.v6Bits), nil
-	}, nil
+	}
+	a, err := c.clientAddr(r)
+	if err != nil {
+		return "", err
+	}
+	return ipKey(a, c.v6Bits), nil
+}
+
+// textKey is ipKey for an IPv4 address given as its canonical text.
+func textKey(host string) string {
+	var buf [64]byte
+	b := append(buf[:0], "ip:"...)
+	return intern.String(append(b, host...))
 }
 
 // ipKey builds the key in a stack buffer and takes the string from the

@@ -23,6 +23,47 @@ func parseRemoteAddr(s string) (netip.Addr, bool) {
 	return normalize(a), true
 }
 
+// canonicalIPv4 recognizes the usual RemoteAddr, "a.b.c.d:port" or a bare
+// "a.b.c.d", whose address is written as netip writes it: decimal octets
+// of at most 255, without leading zeros. It returns the address and its
+// text, which is then the canonical text, so the key needs no formatting.
+// Anything else is left to parseRemoteAddr, which reads these inputs
+// alike (TestCanonicalIPv4).
+func canonicalIPv4(s string) (host string, a netip.Addr, ok bool) {
+	var b [4]byte
+	i := 0
+	for field := range 4 {
+		if field > 0 {
+			if i == len(s) || s[i] != '.' {
+				return "", netip.Addr{}, false
+			}
+			i++
+		}
+		start, v := i, 0
+		for i < len(s) && i-start < 3 && '0' <= s[i] && s[i] <= '9' {
+			v = v*10 + int(s[i]-'0')
+			i++
+		}
+		if n := i - start; n == 0 || v > 255 || n > 1 && s[start] == '0' {
+			return "", netip.Addr{}, false
+		}
+		b[field] = byte(v)
+	}
+	host = s[:i]
+	if i < len(s) {
+		// Only a numeric port: any other rest is parseRemoteAddr's to judge.
+		if s[i] != ':' {
+			return "", netip.Addr{}, false
+		}
+		for _, c := range s[i+1:] {
+			if c < '0' || c > '9' {
+				return "", netip.Addr{}, false
+			}
+		}
+	}
+	return host, netip.AddrFrom4(b), true
+}
+
 // parseXFFEntry accepts an address, optionally with a port, and IPv6 in
 // brackets with or without a port: the forms proxies are seen to write.
 func parseXFFEntry(s string) (netip.Addr, bool) {

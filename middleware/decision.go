@@ -43,7 +43,7 @@ func (c *config) decide(r *http.Request, key string) verdict {
 		v.key = scoped(r, key)
 	}
 	if c.observer != nil {
-		v.clock.start = time.Now()
+		v.clock.start = monotonic()
 	}
 	ctx := r.Context()
 	v.d, v.res, v.err = c.askGuarded(ctx, v.lim, v.key, v.cost, c.delayFor(v.lim), &v.clock)
@@ -52,7 +52,7 @@ func (c *config) decide(r *http.Request, key string) verdict {
 		v.lim, v.ps, v.guarded = c.fallback, c.fallbackPolicies, false
 		v.clock.after = time.Time{} // the fallback answers later
 		// With a deadline of its own, from now.
-		v.d, v.res, v.err = c.askWithin(ctx, v.lim, v.key, v.cost, c.delayFor(v.lim), time.Time{})
+		v.d, v.res, v.err = c.askWithin(ctx, v.lim, v.key, v.cost, c.delayFor(v.lim))
 	}
 	v.store, v.took = c.asked(v.lim, &v.clock, v.err)
 	return v
@@ -60,14 +60,23 @@ func (c *config) decide(r *http.Request, key string) verdict {
 
 // readings are the clock readings of one request, each taken at most once
 // and shared by whoever needs it: before the limiter is asked, the
-// observer's start and the decision's deadline; once it answered, the
-// breaker, the observer's end and X-RateLimit-Reset. Reading the clock is not free (on
-// some virtual machines a time.Now costs more than the memory store's
-// decision), and a request once read it five times.
+// observer's start; once it answered, the breaker, the observer's end and
+// X-RateLimit-Reset. Reading the clock is not free (on some virtual
+// machines a time.Now costs more than the memory store's decision), and a
+// request once read it five times. The start is monotonic only, half the
+// cost of a time.Now; a decision context, which needs the wall clock for
+// its deadline, reads its own (askWithin).
 type readings struct {
-	start time.Time // time.Now() before the limiter was asked; zero if unread
-	after time.Time // c.now() once it answered; zero if unread
+	start time.Duration // monotonic() before the limiter was asked; 0 if unread
+	after time.Time     // c.now() once it answered; zero if unread
 }
+
+// monoBase anchors monotonic: readings are durations since it.
+var monoBase = time.Now()
+
+// monotonic reads the monotonic clock alone, as time.Since does, without
+// the wall clock that time.Now reads besides.
+func monotonic() time.Duration { return time.Since(monoBase) }
 
 // afterTime returns t.after, reading c's clock first if unread.
 func (c *config) afterTime(t *readings) time.Time {
@@ -196,10 +205,9 @@ func (d *decision) release() {
 }
 
 // askWithin asks l for a decision within the timeout, a reservation within
-// delay when it is above 0 (see WithDelay), the timeout counted from now
-// (read here when zero). The decision it returns is nil when l keeps
-// deadlines of its own.
-func (c *config) askWithin(parent context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration, now time.Time) (*decision, algorithms.Result, error) {
+// delay when it is above 0 (see WithDelay), the timeout counted from now.
+// The decision it returns is nil when l keeps deadlines of its own.
+func (c *config) askWithin(parent context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration) (*decision, algorithms.Result, error) {
 	timeout := c.timeout
 	if b, ok := l.(algorithms.DecisionBounder); ok {
 		bound := b.DecisionTimeout()
@@ -211,10 +219,7 @@ func (c *config) askWithin(parent context.Context, l algorithms.Limiter, key str
 			return nil, res, err
 		}
 	}
-	if now.IsZero() {
-		now = time.Now()
-	}
-	d := newDecisionAt(parent, now, timeout)
+	d := newDecision(parent, timeout)
 	res, err := c.ask(d, l, key, cost, delay)
 	d.release()
 	return d, res, err

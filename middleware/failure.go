@@ -40,11 +40,10 @@ var errBroken = errors.New("middleware: limiter skipped while it keeps failing")
 
 // askGuarded is askWithin behind the breaker: while it is open the limiter
 // is not asked and errBroken is the answer. Refusals and requests whose
-// client went away are no evidence either way. t.start, if read, is the
-// decision's start; the breaker reads t.after.
+// client went away are no evidence either way. The breaker reads t.after.
 func (c *config) askGuarded(ctx context.Context, l algorithms.Limiter, key string, cost int, delay time.Duration, t *readings) (*decision, algorithms.Result, error) {
 	if c.breaker == nil {
-		return c.askWithin(ctx, l, key, cost, delay, t.start)
+		return c.askWithin(ctx, l, key, cost, delay)
 	}
 	ok, probe := true, false
 	if !c.breaker.Closed() { // the clock is read only when it matters
@@ -53,7 +52,7 @@ func (c *config) askGuarded(ctx context.Context, l algorithms.Limiter, key strin
 	if !ok {
 		return nil, algorithms.Result{}, errBroken
 	}
-	d, res, err := c.askWithin(ctx, l, key, cost, delay, t.start)
+	d, res, err := c.askWithin(ctx, l, key, cost, delay)
 	switch {
 	case err == nil, c.limiterFailed(ctx, err):
 		c.breaker.Record(c.afterTime(t), err == nil, probe)

@@ -27,7 +27,9 @@ const (
 // headerText is the storage of one response's rate-limit header values:
 // the slices the header map holds, and the values' bytes, most often (see
 // setHeaders). It is written once and never again, so the values may share
-// its bytes and outlive the request with the header map.
+// its bytes and outlive the request with the header map; and it belongs to
+// one response, so a handler that writes into its values in place changes
+// no other response (TestHeaderBytes).
 type headerText struct {
 	vals [6]string
 	text [72]byte
@@ -43,51 +45,48 @@ func headerTextOf(d *decision) *headerText {
 }
 
 // setHeaders sets the rate-limit headers for res, and Retry-After when it
-// is a denial. All values are cut from one string written in ht's text, and
-// the slices that hold them from ht's vals, so the headers cost no
-// allocation of their own but for long policy names; X-RateLimit-Limit is
-// ps's precomputed value when the binding limit's quota is the policy's.
-// X-RateLimit-Reset counts from rd's reading after the decision.
+// is a denial. The values are cut from one string written in ht's text, or
+// are ps's constants for the binding limit (X-RateLimit-Limit when its
+// quota is the policy's, RateLimit-Policy), and the slices that hold them
+// from ht's vals, so the headers cost no allocation of their own but for
+// long policy names. X-RateLimit-Reset counts from rd's reading after the
+// decision.
 func (c *config) setHeaders(h http.Header, res algorithms.Result, ht *headerText, ps *policySet, rd *readings) {
-	vals := &ht.vals
-	var ends [6]int
-	var names [6]string
-	n := 0
+	var v headerValues
+	merge := len(h) > 0 // an outer limiter's fields may be there to extend
 	b := ht.text[:0]
-	end := func(name string) { names[n], ends[n], n = name, len(b), n+1 }
 
 	limit := max(res.Limit, 0)
-	remaining := max(res.Remaining, 0)
+	remaining := int64(max(res.Remaining, 0))
 	reset, t, retry := resetTimes(res)
+	described := ps != nil && res.Index >= 0 && res.Index < len(ps.names)
 
+	rs, re := 0, 0 // where legacy's remaining count is, for RateLimit's r
 	if c.legacy {
-		if ps != nil && res.Index >= 0 && res.Index < len(ps.limits) && ps.quotas[res.Index] == limit {
-			h[hdrLimit] = ps.limits[res.Index]
+		if described && ps.quotas[res.Index] == limit {
+			v.constant(&ht.vals, hdrLimit, ps.limits[res.Index])
 		} else {
 			b = strconv.AppendInt(b, int64(limit), 10)
-			end(hdrLimit)
+			v.cut(hdrLimit, len(b))
 		}
-		b = strconv.AppendInt(b, int64(remaining), 10)
-		end(hdrRemaining)
+		rs = len(b)
+		b = strconv.AppendInt(b, remaining, 10)
+		re = len(b)
+		v.cut(hdrRemaining, re)
 		if c.resetMode == ResetEpoch {
 			// Never before the epoch, even on a clock that reads the zero
 			// time.
-			b = strconv.AppendInt(b, max(ceilUnix(c.afterTime(rd).Add(max(res.ResetAfter, 0))), 0), 10)
-		} else {
-			b = strconv.AppendInt(b, reset, 10)
+			reset = max(ceilUnix(c.afterTime(rd).Add(max(res.ResetAfter, 0))), 0)
 		}
-		end(hdrReset)
+		b = strconv.AppendInt(b, reset, 10)
+		v.cut(hdrReset, len(b))
 	}
 	if c.ietf {
 		name := c.sfName
-		if ps != nil && res.Index >= 0 && res.Index < len(ps.names) {
+		if described {
 			// Every policy of the limiter, fixed when it was described; the
 			// RateLimit item below names the one that binds.
-			if existing := h[hdrPolicy]; len(existing) > 0 {
-				h[hdrPolicy] = appendField(existing, ps.header...)
-			} else {
-				h[hdrPolicy] = ps.header
-			}
+			v.constant(&ht.vals, hdrPolicy, ps.header)
 			name = ps.names[res.Index]
 		} else {
 			b = append(b, c.sfName...)
@@ -95,35 +94,68 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, ht *headerText
 			b = strconv.AppendInt(b, int64(limit), 10)
 			b = append(b, ";w="...)
 			b = strconv.AppendInt(b, ceilSeconds(res.Period, 1), 10)
-			end(hdrPolicy)
+			v.cut(hdrPolicy, len(b))
 		}
 		b = append(b, name...)
 		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, int64(remaining), 10)
+		if c.legacy {
+			b = append(b, b[rs:re]...) // formatted once
+		} else {
+			b = strconv.AppendInt(b, remaining, 10)
+		}
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, t, 10)
-		end(hdrRateLimit)
+		v.cut(hdrRateLimit, len(b))
 	}
 	if !res.Allowed {
 		b = strconv.AppendInt(b, retry, 10)
-		end(hdrRetryAfter)
+		v.cut(hdrRetryAfter, len(b))
 		h[hdrCacheControl] = noStore
 	}
+	v.set(h, ht, b, merge)
+}
 
-	// ht.text, or the larger array append moved b to, is written once and
-	// never again: the string may share its bytes, which live as long as
-	// the headers do.
+// headerValues lists the header fields setHeaders sets, in order: each
+// value is either cut from the text, ending at its offset, or a constant
+// put in vals already.
+type headerValues struct {
+	names [6]string
+	ends  [6]int // -1 for a constant
+	n     int
+}
+
+func (v *headerValues) cut(name string, end int) {
+	v.names[v.n], v.ends[v.n] = name, end
+	v.n++
+}
+
+func (v *headerValues) constant(vals *[6]string, name, value string) {
+	v.names[v.n], v.ends[v.n], vals[v.n] = name, -1, value
+	v.n++
+}
+
+// set cuts the values from b, which is written once and never again (the
+// string may share its bytes, which live as long as the headers do), and
+// assigns each to its field from ht's vals. With merge, RateLimit-Policy
+// and RateLimit extend the lists an outer limiter set.
+func (v *headerValues) set(h http.Header, ht *headerText, b []byte, merge bool) {
 	s := unsafe.String(unsafe.SliceData(b), len(b))
+	vals := &ht.vals
 	start := 0
-	for i := range n {
-		vals[i] = s[start:ends[i]]
-		start = ends[i]
-		if existing := h[names[i]]; len(existing) > 0 && (names[i] == hdrPolicy || names[i] == hdrRateLimit) {
-			h[names[i]] = appendField(existing, vals[i])
-			continue
+	for i := range v.n {
+		name := v.names[i]
+		if end := v.ends[i]; end >= 0 {
+			vals[i] = s[start:end]
+			start = end
+		}
+		if merge && (name == hdrPolicy || name == hdrRateLimit) {
+			if existing := h[name]; len(existing) > 0 {
+				h[name] = appendField(existing, vals[i])
+				continue
+			}
 		}
 		// Three-index slices: a later Add must copy, not write into the next.
-		h[names[i]] = vals[i : i+1 : i+1]
+		h[name] = vals[i : i+1 : i+1]
 	}
 }
 
@@ -152,11 +184,11 @@ func appendField(existing []string, values ...string) []string {
 // policy in RateLimit-Policy, each under its own name, and a 429 body that
 // names the violated one.
 type policySet struct {
-	header  []string   // the RateLimit-Policy value, ready to assign
-	names   [][]byte   // policy i's name as an sf-string
-	tooMany []problem  // the 429 for a denial bound by policy i
-	quotas  []int      // policy i's quota
-	limits  [][]string // and its X-RateLimit-Limit value, ready to assign
+	header  string    // the RateLimit-Policy value
+	names   [][]byte  // policy i's name as an sf-string
+	tooMany []problem // the 429 for a denial bound by policy i
+	quotas  []int     // policy i's quota
+	limits  []string  // and its X-RateLimit-Limit value
 }
 
 // newPolicySet describes l's limits, or returns nil when l does not
@@ -203,12 +235,10 @@ func (c *config) newPolicySet(l algorithms.Limiter) *policySet {
 		header = strconv.AppendInt(header, w, 10)
 		ps.names = append(ps.names, sf)
 		ps.quotas = append(ps.quotas, quota)
-		// Full, so that an Add to the header copies rather than writing
-		// into a slice every response shares.
-		ps.limits = append(ps.limits, []string{strconv.Itoa(quota)}[:1:1])
+		ps.limits = append(ps.limits, strconv.Itoa(quota))
 		ps.tooMany = append(ps.tooMany, newTooMany(name))
 	}
-	ps.header = []string{string(header)}
+	ps.header = string(header)
 	return ps
 }
 

@@ -132,9 +132,9 @@ func (c *config) asked(l algorithms.Limiter, t *readings, err error) (string, ti
 		return "", 0
 	}
 	if c.realClock {
-		return storeName(l), c.afterTime(t).Sub(t.start)
+		return storeName(l), c.afterTime(t).Sub(monoBase) - t.start
 	}
-	return storeName(l), time.Since(t.start)
+	return storeName(l), monotonic() - t.start
 }
 
 // observe reports a decision by store ("" when none was asked), if anyone

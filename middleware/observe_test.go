@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -176,4 +177,45 @@ func TestObserverBreakerAsksNoLimiter(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestObservedDuration(t *testing.T) {
+	// Decision.Duration spans the limiter's call, on the default clock
+	// (whose one reading after the decision the observer shares) and on
+	// another.
+	const slow = 20 * time.Millisecond
+	for _, tt := range []struct {
+		name string
+		opts []Option
+	}{
+		{"default clock", nil},
+		{"own clock", []Option{WithClock(func() time.Time { return epoch })}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			obs := &recordingObserver{}
+			lim := sleepyLimiter{allowOnly{mustLimiter(t, nil, algorithms.PerMinute(5))}, slow}
+			h := mustNew(t, lim, append(tt.opts, WithObserver(obs))...)(trivial)
+			if rec := from(h, "/", "192.0.2.1:1234"); rec.Code != http.StatusNoContent {
+				t.Fatalf("status %d", rec.Code)
+			}
+			if len(obs.decisions) != 1 {
+				t.Fatalf("%d decisions observed, want 1", len(obs.decisions))
+			}
+			// Generous above: a loaded machine may oversleep.
+			if d := obs.decisions[0].Duration; d < slow || d > slow+5*time.Second {
+				t.Errorf("Duration %v, want about %v", d, slow)
+			}
+		})
+	}
+}
+
+// sleepyLimiter takes its time to decide.
+type sleepyLimiter struct {
+	allowOnly
+	sleep time.Duration
+}
+
+func (l sleepyLimiter) Allow(ctx context.Context, key string, cost int) (algorithms.Result, error) {
+	time.Sleep(l.sleep)
+	return l.allowOnly.Allow(ctx, key, cost)
 }
