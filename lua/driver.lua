@@ -72,11 +72,33 @@ for i = 1, per do
   rates[i], periods[i], bursts[i], units[i] =
     tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
 end
+local rate1, period1, burst1, unit1 = rates[1], periods[1], bursts[1], units[1]
 local consumed = false
+
+-- decide_one is decide for a limiter of one limit: no binding limit to
+-- choose, and fewer lookups per decision (most calls of a busy store).
+local function decide_one(base, cost, peek, maxd)
+  local key = KEYS[base + 1]
+  local ok, remaining, retry, reset, wait = check(1, key, now, cost, rate1, period1, burst1, unit1, maxd)
+  if not ok then
+    return string.format('0 1 %d %d %d', remaining, retry, reset)
+  end
+  if not peek then
+    commit(1, key, now, cost, rate1, period1, burst1, unit1)
+    consumed = true
+  end
+  if wait and wait > 0 then
+    return string.format('1 1 %d %d %d', remaining, wait, reset)
+  end
+  return string.format('1 1 %d 0 %d', remaining, reset)
+end
 
 -- decide returns one request's answer, for the key whose limits' keys
 -- follow KEYS[base], as five integers; a peek commits nothing.
 local function decide(base, cost, peek, maxd)
+  if per == 1 then
+    return decide_one(base, cost, peek, maxd)
+  end
   local allowed = 1
   local delay = 0
   local bind, bind_remaining, bind_reset = 0, 0, 0

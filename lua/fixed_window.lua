@@ -6,10 +6,10 @@ local ends, counts = {}, {}
 
 local function check(i, key, now, cost, rate, period, burst, unit)
   local wend, count = now + period, 0
-  local v = state_of(redis.call('GET', key))
+  local v = redis.call('GET', key)
   if v then
-    local e, c = string.match(v, '^(%d+):(%d+)$')
-    e = tonumber(e)
+    local e, c, p = string.match(v, '^(%d+):(%d+)()')
+    e = whole(v, p) and tonumber(e)
     if e and e > now then
       wend, count = e, tonumber(c)
       if e > now + period then
@@ -29,7 +29,7 @@ end
 
 local function commit(i, key, now, cost, rate, period, burst, unit)
   local wend = ends[i]
-  redis.call('SET', key, string.format('%d:%d', wend, counts[i] + cost) .. suffix, 'PX', ttl(wend, now, 1))
+  redis.call('SET', key, string.format('%d:%d%s', wend, counts[i] + cost, suffix), 'PX', ttl(wend, now, 1))
 end
 
 -- refund gives back up to cost units consumed no later than since (µs):

@@ -14,21 +14,24 @@
 local backlogs = {}
 
 -- state is the stored TAT, with the excess reserved past the capacity
--- only when there is one.
-local function state(w, f, x)
+-- only when there is one, followed by rec (a call's record) if given.
+local function state(w, f, x, rec)
   if x > 0 then
-    return string.format('%d:%d:%d', w, f, x)
+    return string.format('%d:%d:%d%s', w, f, x, rec or '')
   end
-  return string.format('%d:%d', w, f)
+  return string.format('%d:%d%s', w, f, rec or '')
 end
 
 local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)
   local now = in_units(now_us, unit)
   local cap, need = burst * period, cost * period
   local backlog = 0
-  local v = state_of(redis.call('GET', key))
+  local v = redis.call('GET', key)
   if v then
-    local w, f, x = string.match(v, '^(%d+):(%d+):?(%d*)$')
+    local w, f, x, p = string.match(v, '^(%d+):(%d+):?(%d*)()')
+    if not whole(v, p) then
+      w = nil
+    end
     w, f, x = tonumber(w), tonumber(f), tonumber(x) or 0
     local full = cap + x
     if w and w >= now then
@@ -70,7 +73,7 @@ end
 local function put(key, after, now_us, rate, period, burst, unit)
   local now = in_units(now_us, unit)
   local whole = math.floor(after / rate)
-  redis.call('SET', key, state(now + whole, after - whole * rate, math.max(after - burst * period, 0)) .. suffix,
+  redis.call('SET', key, state(now + whole, after - whole * rate, math.max(after - burst * period, 0), suffix),
     'PX', ttl(now + math.ceil(after / rate), now_us, unit))
 end
 

@@ -5,7 +5,7 @@
 -- follow each other from the key's first request; once both counts are zero
 -- the next request starts a new series, so key expiry never changes an
 -- answer. It multiplies a count by a time: rate × period stays within 2^53.
-local windows = {}
+local starts, curs, prevs = {}, {}, {}
 
 local function ceil_div(a, b)
   return math.ceil(a / b)
@@ -14,10 +14,10 @@ end
 local function check(i, key, now_us, cost, rate, period, burst, unit)
   local now = in_units(now_us, unit)
   local ws, cur, prev = now, 0, 0
-  local v = state_of(redis.call('GET', key))
+  local v = redis.call('GET', key)
   if v then
-    local a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
-    if a then
+    local a, b, c, p = string.match(v, '^(%d+):(%d+):(%d+)()')
+    if whole(v, p) then
       ws, cur, prev = tonumber(a), tonumber(b), tonumber(c)
       local k = math.floor((now - ws) / period)
       if k == 1 then
@@ -39,7 +39,7 @@ local function check(i, key, now_us, cost, rate, period, burst, unit)
       end
     end
   end
-  windows[i] = {ws, cur, prev}
+  starts[i], curs[i], prevs[i] = ws, cur, prev
   local e = now - ws
   local used = cur + ceil_div(prev * (period - e), period)
   if used + cost <= rate then
@@ -68,9 +68,8 @@ local function check(i, key, now_us, cost, rate, period, burst, unit)
 end
 
 local function commit(i, key, now_us, cost, rate, period, burst, unit)
-  local w = windows[i]
-  redis.call('SET', key, string.format('%d:%d:%d', w[1], w[2] + cost, w[3]) .. suffix,
-    'PX', ttl(w[1] + 2 * period, now_us, unit))
+  redis.call('SET', key, string.format('%d:%d:%d%s', starts[i], curs[i] + cost, prevs[i], suffix),
+    'PX', ttl(starts[i] + 2 * period, now_us, unit))
 end
 
 -- overdraw charges cost units after check of cost 0, filling the current
@@ -79,7 +78,7 @@ end
 -- room before the next one. A count already at the rate takes nothing. It
 -- reports whether it changed the state.
 local function overdraw(i, key, now_us, cost, rate, period, burst, unit)
-  local n = math.min(cost, rate - windows[i][2])
+  local n = math.min(cost, rate - curs[i])
   if n <= 0 then
     return false
   end
@@ -92,11 +91,10 @@ end
 -- window began after since. It reports whether it changed the state.
 local function refund(i, key, now_us, cost, since_us, rate, period, burst, unit)
   check(i, key, now_us, 0, rate, period, burst, unit)
-  local w = windows[i]
-  if w[2] == 0 or w[1] > in_units(since_us, unit) then
+  if curs[i] == 0 or starts[i] > in_units(since_us, unit) then
     return false
   end
-  redis.call('SET', key, string.format('%d:%d:%d', w[1], math.max(w[2] - cost, 0), w[3]),
-    'PX', ttl(w[1] + 2 * period, now_us, unit))
+  redis.call('SET', key, string.format('%d:%d:%d', starts[i], math.max(curs[i] - cost, 0), prevs[i]),
+    'PX', ttl(starts[i] + 2 * period, now_us, unit))
   return true
 end

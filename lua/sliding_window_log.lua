@@ -40,7 +40,9 @@ local function upgrade(key, last)
 end
 
 local function check(i, key, now, cost, rate, period, burst, unit)
-  local cutoff = string.format('%d', now - period)
+  -- Numbers, not strings, as arguments: Redis writes a whole number below
+  -- 2^53 in plain digits, and no string.format runs per call.
+  local cutoff = now - period
   local count, total, newest, gone = 0, 0, now, 0
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[1] then
@@ -111,7 +113,7 @@ local function commit(i, key, now, cost, rate, period, burst, unit)
   elseif gone > 0 then
     redis.call('ZREMRANGEBYRANK', key, 0, math.min(gone, trim) - 1)
   end
-  redis.call('ZADD', key, string.format('%d', now), string.format('%016d:%d', totals[i], cost))
+  redis.call('ZADD', key, now, string.format('%016d:%d', totals[i], cost))
   redis.call('PEXPIRE', key, math.ceil(period / 1000))
 end
 

@@ -25,15 +25,17 @@ local function read(key)
     return nil
   end
   if v then
-    local t, ts = string.match(state_of(v), '^(%-?%d+):(%d+)$')
-    return tonumber(t), tonumber(ts)
+    local t, ts, p = string.match(v, '^(%-?%d+):(%d+)()')
+    if whole(v, p) then
+      return tonumber(t), tonumber(ts)
+    end
   end
   return nil
 end
 
 -- write stores level t as of time ts (units), until the bucket is full.
 local function write(key, t, ts, now_us, rate, cap, unit)
-  redis.call('SET', key, string.format('%d:%d', t, ts) .. suffix, 'PX', ttl(ts + math.ceil((cap - t) / rate), now_us, unit))
+  redis.call('SET', key, string.format('%d:%d%s', t, ts, suffix), 'PX', ttl(ts + math.ceil((cap - t) / rate), now_us, unit))
 end
 
 local function check(i, key, now_us, cost, rate, period, burst, unit, maxd)

@@ -23,18 +23,14 @@ end
 
 -- A one-request call (see one.lua) keeps the record of its call after the
 -- state it commits: "<state>|<call id> <reply>". suffix is that record
--- while it commits, '' otherwise; state_of returns a state as read, without
--- a record.
+-- while it commits, '' otherwise. The algorithms match a state as read,
+-- record and all, with a pattern that ends in a position capture p, and
+-- whole(v, p) tells whether the match took all of it up to the record: no
+-- copy of the state without it.
 local suffix = ''
 
-local function state_of(v)
-  if v then
-    local bar = string.find(v, '|', 1, true)
-    if bar then
-      return string.sub(v, 1, bar - 1)
-    end
-  end
-  return v
+local function whole(v, p)
+  return p and (p > #v or string.byte(v, p) == 124) -- '|'
 end
 
 -- recorded returns the reply that a one-request call of this id left after
