@@ -181,3 +181,56 @@ func TestBatchScriptMatchesDriver(t *testing.T) {
 		}
 	}
 }
+
+// A flush's call of plain costs on a limiter of one limit, but for one
+// request alone (the one-request script's), goes to the batch script with
+// the costs and the reply's lifetime as its arguments; a limiter of two
+// limits sends the driver, with the limits' arguments.
+func TestBatchScriptChosen(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	s := New(c, WithPrefix("bc"))
+	defer s.Close()
+	one, err := algorithms.New(s, algorithms.TokenBucket, algorithms.PerMinute(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := algorithms.New(s, algorithms.TokenBucket, algorithms.PerMinute(5), algorithms.PerHour(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l1, l2 := one.(*redisLimiter), two.(*redisLimiter)
+	jobs := func(l *redisLimiter, costs ...[]int) []*job {
+		js := make([]*job, len(costs))
+		for i, c := range costs {
+			js[i] = &job{l: l, key: fmt.Sprint("k", i), costs: c}
+		}
+		return js
+	}
+	for _, tc := range []struct {
+		name   string
+		jobs   []*job
+		script *redis.Script
+		args   int // before the reply's lifetime
+		list   string
+	}{
+		{"one limit, two keys", jobs(l1, []int{1}, []int{2, 1}), l1.scriptBatch, 1, "1,2 1"},
+		{"one limit, one key, two requests", jobs(l1, []int{1, 3}), l1.scriptBatch, 1, "1 3"},
+		{"one limit, one request", jobs(l1, []int{1}), l1.scriptOne, 1, "1"},
+		{"two limits, two keys", jobs(l2, []int{1}, []int{1}), l2.script, 9, "1,1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, withOnce := range []bool{false, true} {
+				call := &scriptCall{l: tc.jobs[0].l, jobs: tc.jobs}
+				call.assemble(withOnce)
+				want := tc.args
+				if withOnce {
+					want++
+				}
+				if call.script != tc.script || len(call.args) != want || fmt.Sprint(call.args[0]) != tc.list {
+					t.Errorf("once %v: script %p with %d args %v; want %p with %d, the first %q", withOnce, call.script, len(call.args), call.args, tc.script, want, tc.list)
+				}
+			}
+		})
+	}
+}
