@@ -52,6 +52,12 @@
 // arguments are the cost and the reply's lifetime, its answer the
 // driver's, and Redis does less work for it.
 //
+// The requests of plain costs of several keys, or several requests of
+// one key, on a limiter of one limit, the commonest call under load, have
+// a script of their own per limit too (Batch): batch.lua in place of the
+// driver; its arguments are the costs and the reply's lifetime, its
+// answer the driver's.
+//
 // Concurrency stands apart: a script of its own, without the driver, that
 // takes a lease of a concurrency limit (see concurrency.lua).
 package lua
@@ -88,6 +94,21 @@ var (
 // driver, and no limit arguments to convert on every call (see one.lua).
 // It returns "" for a name that has no file.
 func OneRequest(algorithm string, rate, period, burst, unit int64) string {
+	return baked(algorithm, rate, period, burst, unit, "one.lua")
+}
+
+// Batch returns the script that decides the requests of plain costs of
+// one or more keys for a limit as OneRequest's is given, the limit written
+// into it: the driver's arguments but the limit's, and its answer (see
+// batch.lua). It returns "" for a name that has no file.
+func Batch(algorithm string, rate, period, burst, unit int64) string {
+	return baked(algorithm, rate, period, burst, unit, "batch.lua")
+}
+
+// baked is units.lua, the algorithm's file, its limit as the constants
+// RATE, PERIOD, BURST and UNIT, then the file main; "" for a name that is
+// no algorithm's.
+func baked(algorithm string, rate, period, burst, unit int64, main string) string {
 	switch algorithm {
 	case "fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket":
 	default:
@@ -95,7 +116,7 @@ func OneRequest(algorithm string, rate, period, burst, unit int64) string {
 	}
 	return mustRead("units.lua") + "\n" + mustRead(algorithm+".lua") + "\n" +
 		fmt.Sprintf("local RATE, PERIOD, BURST, UNIT = %d, %d, %d, %d\n", rate, period, burst, unit) +
-		mustRead("one.lua")
+		mustRead(main)
 }
 
 func assemble(name string) string {

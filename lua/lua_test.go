@@ -56,3 +56,27 @@ func TestOneRequestAssembled(t *testing.T) {
 		}
 	}
 }
+
+// A batch script is the units' helpers, the algorithm, its limit and
+// batch.lua, reading the clock once; a name that is no algorithm's gets
+// none.
+func TestBatchAssembled(t *testing.T) {
+	batch, units := mustRead("batch.lua"), mustRead("units.lua")
+	for _, alg := range []string{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket"} {
+		src := Batch(alg, 10, 60000000, 10, 1)
+		if !strings.HasPrefix(src, units) || !strings.HasSuffix(src, batch) {
+			t.Errorf("%s: not units, algorithm, limit, batch.lua", alg)
+		}
+		if !strings.Contains(src, mustRead(alg+".lua")) || !strings.Contains(src, "local RATE, PERIOD, BURST, UNIT = 10, 60000000, 10, 1\n") {
+			t.Errorf("%s: the algorithm or its limit is missing", alg)
+		}
+		if strings.Count(src, "redis.call('TIME')") != 1 {
+			t.Errorf("%s: must read the clock once", alg)
+		}
+	}
+	for _, name := range []string{"driver", "batch", "one", "units", "nope"} {
+		if got := Batch(name, 1, 1, 1, 1); got != "" {
+			t.Errorf("Batch(%q) = a script of %d bytes, want none", name, len(got))
+		}
+	}
+}

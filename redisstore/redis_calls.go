@@ -94,7 +94,10 @@ func oneCall(jobs []*job, same func(n int, j *job) bool) bool {
 // assemble lays out the call's keys and arguments: every job's keys in
 // turn, and its costs as one group of ARGV[1]; then, when withOnce says
 // so, the key and lifetime of the call's kept reply (see callIDs), in the
-// first job's slot. The keys are cut from one string.
+// first job's slot. The keys are cut from one string. A limiter of one
+// limit sends its batch script (see lua.Batch), without the limit's
+// arguments; proved to answer as the driver by
+// TestBatchScriptMatchesDriver.
 func (c *scriptCall) assemble(withOnce bool) {
 	l := c.l
 	if len(c.jobs) == 1 && len(c.jobs[0].costs) == 1 && l.scriptOne != nil {
@@ -142,9 +145,16 @@ func (c *scriptCall) assemble(withOnce bool) {
 		b.Write(id)
 	}
 	c.keys = cutKeys(l, b.String(), c.jobs, withOnce)
-	c.script = l.script
-	c.args = make([]any, 0, 2+len(l.limitArgs))
-	c.args = append(append(c.args, costArg(list.String())), l.limitArgs...)
+	if l.scriptBatch != nil {
+		// One limit, and a job's costs are plain: the limit is in the
+		// script, the costs its one argument before the reply's lifetime.
+		c.script = l.scriptBatch
+		c.args = append(make([]any, 0, 2), costArg(list.String()))
+	} else {
+		c.script = l.script
+		c.args = make([]any, 0, 2+len(l.limitArgs))
+		c.args = append(append(c.args, costArg(list.String())), l.limitArgs...)
+	}
 	if withOnce {
 		c.once.set(l.onceTTL)
 		c.args = append(c.args, &c.once)

@@ -142,6 +142,7 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 	if len(limits) == 1 {
 		p := ratemath.ParamsFor(alg, limits[0])
 		l.scriptOne = redis.NewScript(lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+		l.scriptBatch = redis.NewScript(lua.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 	}
 	// A deciding call has one key and one argument more: its reply's (see
 	// onceTTL).
@@ -158,6 +159,10 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 type redisLimiter struct {
 	client redis.UniversalClient
 	script *redis.Script
+	// scriptBatch, for a limiter of one limit, decides the plain costs of
+	// a flush's call of several keys or requests, the limit written into
+	// it; its arguments are the costs and the kept reply's lifetime.
+	scriptBatch *redis.Script
 	// scriptOne, for a limiter of one limit, decides one request of a
 	// plain cost, the limit written into it; its arguments are the cost
 	// and the kept reply's lifetime (see scriptFor).
