@@ -242,7 +242,7 @@ func TestAttackResentGroupedCallWithFailedGroup(t *testing.T) {
 	}
 	firstReply, _ := first.cmd.Text()
 	// The same call again, as go-redis sends it after a lost reply.
-	again := l.script.Run(ctx, c, first.keys, first.args...)
+	again := first.script.Run(ctx, c, first.keys, first.args...)
 	if got, err := again.Text(); err != nil || got != firstReply {
 		t.Errorf("resent call: %q %v, want the first reply %q", got, err, firstReply)
 	}

@@ -26,7 +26,7 @@ var onceLimit = algorithms.Limit{Rate: 1000, Period: 24 * time.Hour}
 func loadScripts(t *testing.T, c redis.UniversalClient, l algorithms.RateLimiter) {
 	t.Helper()
 	rl := l.(*redisLimiter)
-	for _, s := range []*redis.Script{rl.script, rl.scriptOne} {
+	for _, s := range []*redis.Script{rl.script, rl.scriptOne, rl.scriptBatch} {
 		if s == nil {
 			continue
 		}
