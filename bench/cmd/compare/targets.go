@@ -156,6 +156,13 @@ func memoryTargets(f figures, lo, ref int) *table {
 			names = append(names, name)
 		}
 	}
+	// For scale: the same fields go-chi/httprate sends, and the five
+	// fields written with nothing decided.
+	for _, name := range []string{subjects.RedlimitSubject(algorithms.FixedWindow, nil, subjects.ThreeHeaders).Name, subjects.HeadersFloorName} {
+		if f[name] != nil {
+			names = append(names, name)
+		}
+	}
 	return targetTable(names, cols)
 }
 

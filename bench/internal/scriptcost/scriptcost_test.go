@@ -17,6 +17,8 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/ulule/limiter/v3"
+	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/bench/internal/redisproc"
@@ -43,8 +45,17 @@ func limit(alg algorithms.Algorithm) algorithms.Limit {
 type decider func(ctx context.Context, key string) (bool, error)
 
 func subjects(b *testing.B, c *redis.Client) ([]string, map[string]decider) {
-	names := []string{"redis_rate", "get_floor"}
+	names := []string{"redis_rate", "ulule", "get_floor"}
 	m := map[string]decider{}
+	us, err := ululeredis.NewStore(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ul := limiter.New(us, limiter.Rate{Period: time.Second, Limit: 1_000_000})
+	m["ulule"] = func(ctx context.Context, k string) (bool, error) {
+		r, err := ul.Get(ctx, k)
+		return !r.Reached, err
+	}
 	rr := redis_rate.NewLimiter(c)
 	m["redis_rate"] = func(ctx context.Context, k string) (bool, error) {
 		r, err := rr.Allow(ctx, "rr:"+k, redis_rate.PerSecond(1_000_000))

@@ -14,14 +14,21 @@ import (
 )
 
 // RedlimitMemory returns redlimit's middleware on the memory store, one
-// subject per algorithm.
+// subject per algorithm, then the fixed window with the three headers
+// go-chi/httprate sends (ThreeHeaders).
 func RedlimitMemory() []Subject {
-	out := make([]Subject, 0, len(algorithms.Algorithms))
+	newStore := func() algorithms.Store { return memstore.New() }
+	out := make([]Subject, 0, len(algorithms.Algorithms)+1)
 	for _, alg := range algorithms.Algorithms {
-		out = append(out, RedlimitSubject(alg, func() algorithms.Store { return memstore.New() }, ""))
+		out = append(out, RedlimitSubject(alg, newStore, ""))
 	}
-	return out
+	return append(out, RedlimitSubject(algorithms.FixedWindow, newStore, ThreeHeaders, middleware.WithIETFHeaders(false)))
 }
+
+// ThreeHeaders names the variant of redlimit's memory middleware without
+// the IETF RateLimit and RateLimit-Policy fields: X-RateLimit-Limit,
+// -Remaining and -Reset alone, the fields go-chi/httprate sends.
+const ThreeHeaders = "three headers"
 
 // RedlimitRedis returns redlimit's middleware on the Redis store, one
 // subject per algorithm, with the store's defaults.
@@ -53,15 +60,16 @@ func RedlimitRedisSubject(alg algorithms.Algorithm, variant string, opts ...redi
 	}}
 }
 
-// RedlimitSubject is redlimit's middleware on a store that newStore makes
-// with no arguments (the memory store); variant as in RedlimitRedisSubject.
-func RedlimitSubject(alg algorithms.Algorithm, newStore func() algorithms.Store, variant string) Subject {
+// RedlimitSubject is redlimit's middleware, with mwOpts, on a store that
+// newStore makes with no arguments (the memory store); variant as in
+// RedlimitRedisSubject.
+func RedlimitSubject(alg algorithms.Algorithm, newStore func() algorithms.Store, variant string, mwOpts ...middleware.Option) Subject {
 	name := "redlimit, memory, " + string(alg)
 	if variant != "" {
 		name += ", " + variant
 	}
 	return Subject{Name: name, Kind: Memory, Build: func(env Env, next http.Handler) (*Instance, error) {
-		inst, err := buildRedlimit(env, next, alg, newStore())
+		inst, err := buildRedlimit(env, next, alg, newStore(), mwOpts...)
 		if err != nil {
 			return nil, err
 		}
@@ -83,13 +91,13 @@ func Limit(env Env, alg algorithms.Algorithm) algorithms.Limit {
 // loopback is the proxy the real-HTTP runs trust.
 var loopback = netip.MustParsePrefix("127.0.0.0/8")
 
-func buildRedlimit(env Env, next http.Handler, alg algorithms.Algorithm, store algorithms.Store) (*Instance, error) {
+func buildRedlimit(env Env, next http.Handler, alg algorithms.Algorithm, store algorithms.Store, mwOpts ...middleware.Option) (*Instance, error) {
 	lim, err := algorithms.New(store, alg, Limit(env, alg))
 	if err != nil {
 		return nil, fmt.Errorf("redlimit %s: %w", alg, err)
 	}
 	obs := &outcomes{}
-	opts := []middleware.Option{middleware.WithObserver(obs)}
+	opts := append([]middleware.Option{middleware.WithObserver(obs)}, mwOpts...)
 	if env.Forwarded {
 		opts = append(opts, middleware.WithKeyFunc(keyfunc.IP(keyfunc.TrustProxies(loopback))))
 	}

@@ -95,10 +95,11 @@ var Bare = Subject{Name: "bare handler (no limiter)", Kind: None, Build: func(_ 
 }}
 
 // All returns every subject: the bare handler, the memory ones, then the
-// Redis ones, the floor first.
+// Redis ones, each kind's floor before redlimit's rows.
 func All() []Subject {
 	out := []Subject{Bare}
 	out = append(out, MemoryPeers()...)
+	out = append(out, HeadersFloor())
 	out = append(out, RedlimitMemory()...)
 	out = append(out, Floor())
 	out = append(out, RedisPeers()...)
