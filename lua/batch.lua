@@ -14,14 +14,12 @@
 local once, once_ttl = nil, nil
 local nkeys = #KEYS
 if ARGV[2] then
-  once, once_ttl = KEYS[nkeys], tonumber(ARGV[2])
+  once = KEYS[nkeys]
   nkeys = nkeys - 1
-  if once_ttl < 0 then
-    once_ttl = -once_ttl
-    local kept = redis.call('GET', once)
-    if kept then
-      return kept
-    end
+  local kept
+  kept, once_ttl = kept_reply(once, ARGV[2])
+  if kept then
+    return kept
   end
 end
 

@@ -40,13 +40,13 @@
 local per = math.floor((#ARGV - 1) / 4)
 local once, once_ttl
 if #ARGV - 1 > 4 * per then
-  once, once_ttl = KEYS[#KEYS], tonumber(ARGV[#ARGV])
-  if once_ttl < 0 then
-    once_ttl = -once_ttl
-    local kept = redis.call('GET', once)
-    if kept then
-      return kept
-    end
+  once = KEYS[#KEYS]
+  local kept, again
+  kept, once_ttl, again = kept_reply(once, ARGV[#ARGV])
+  if kept then
+    return kept
+  end
+  if again then
     -- A charge goes under the id of a call that may have run: a
     -- one-request call (see one.lua) keeps its record after its state.
     local id = string.match(once, ':once:(.+)$')

@@ -16,13 +16,10 @@
 local key, once, id = KEYS[1], KEYS[2], nil
 local once_ttl
 if once then
-  once_ttl = tonumber(ARGV[2])
-  if once_ttl < 0 then
-    once_ttl = -once_ttl
-    local kept = redis.call('GET', once)
-    if kept then
-      return kept
-    end
+  local kept
+  kept, once_ttl = kept_reply(once, ARGV[2])
+  if kept then
+    return kept
   end
 elseif ARGV[2] then
   id = ARGV[2]

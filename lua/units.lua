@@ -43,3 +43,15 @@ local function recorded(key, id)
     return string.sub(v, at + #id + 2)
   end
 end
+
+-- kept_reply reads a call's reply-lifetime argument (ms), negative when
+-- the client may have sent the call before: it returns then the reply the
+-- call's first run kept under the key once (false when there is none),
+-- the lifetime, and true. A new call can have no kept reply: no GET.
+local function kept_reply(once, ttl_arg)
+  local ttl = tonumber(ttl_arg)
+  if ttl < 0 then
+    return redis.call('GET', once), -ttl, true
+  end
+  return false, ttl, false
+end
