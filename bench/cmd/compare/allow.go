@@ -14,7 +14,7 @@ import (
 )
 
 // allow prints the "allow" table: the
-// memory store's bare Allow for a key that has state, per algorithm,
+// memory store's bare Allow for a key in its steady state, per algorithm,
 // against golang.org/x/time/rate behind a mutex-guarded map, over
 // -clients keys at GOMAXPROCS goroutines, each subject once per round in
 // turn so that all see the same machine. The target is no slower than the
@@ -34,10 +34,10 @@ func (s *session) allow(context.Context) error {
 		}
 	}
 	t := allowTable(subs, results)
-	fmt.Fprintf(out, "**Bare Allow** (one decision for a key that has state, cost 1, %d keys, b.RunParallel at GOMAXPROCS %d; target: ≤ 1.00× x/time/rate and 0 allocs):\n\n",
+	fmt.Fprintf(out, "**Bare Allow** (one decision for a key in its steady state, cost 1, %d keys, b.RunParallel at GOMAXPROCS %d; target: ≤ 1.00× x/time/rate and 0 allocs):\n\n",
 		cfg.clients, runtime.GOMAXPROCS(0))
 	t.write(out)
-	writeNotes(out, []string{"x/time/rate: a `*rate.Limiter` per key in a `map[string]*rate.Limiter` behind a `sync.Mutex` (lookup, then `Allow()`); memstore: `Allow(ctx, key, 1)` on `memstore.New()`'s limiter. Same limit, same keys in the same order; cpu-ns/op is the process's CPU time per call (about GOMAXPROCS × ns/op when idle; less sensitive to other load). `allowbench` in this module (`go test -bench Allow ./internal/allowbench/`)."})
+	writeNotes(out, []string{"x/time/rate: a `*rate.Limiter` per key in a `map[string]*rate.Limiter` behind a `sync.Mutex` (lookup, then `Allow()`); memstore: `Allow(ctx, key, 1)` on `memstore.New()`'s limiter. Same limit, same keys in the same order; each subject's state is made once and warmed for one period of the limit before the first timing, so that a sliding window log holds a full window; cpu-ns/op is the process's CPU time per call (about GOMAXPROCS × ns/op when idle; less sensitive to other load). `allowbench` in this module (`go test -bench Allow ./internal/allowbench/`)."})
 	return nil
 }
 

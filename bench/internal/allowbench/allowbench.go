@@ -10,9 +10,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -37,6 +39,27 @@ func keyTable(n int) []string {
 	}
 	rand.New(rand.NewPCG(1, 2)).Shuffle(n, func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	return keys
+}
+
+// steady makes allow's state what a long run leaves: it calls allow for
+// keys in turn from GOMAXPROCS goroutines for one period of Limit, so
+// that every key holds a full window of admissions (the sliding window
+// log's grow with the request rate) before anything is timed.
+func steady(keys []string, allow func(key string) bool) {
+	var wg sync.WaitGroup
+	end := time.Now().Add(Limit.Period)
+	for g := range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			i := (g + 1) * 7919 % len(keys)
+			for n := 0; n%1024 != 0 || time.Now().Before(end); n++ {
+				allow(keys[i])
+				if i++; i == len(keys) {
+					i = 0
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // runParallel calls allow for keys in turn from b.RunParallel's goroutines,
@@ -70,27 +93,35 @@ func runParallel(b *testing.B, keys []string, allow func(key string) bool) {
 }
 
 // Memstore returns a benchmark of a memory store's Allow under alg, at
-// Limit, over n keys that each already have state.
+// Limit, over n keys whose state is steady (see steady): the store is made
+// and warmed once, on the benchmark's first call, and kept for the rest.
 func Memstore(alg algorithms.Algorithm, n int) func(b *testing.B) {
+	var (
+		once  sync.Once
+		allow func(key string) bool
+		err   error
+	)
+	keys := keyTable(n)
 	return func(b *testing.B) {
-		l, err := algorithms.New(memstore.New(), alg, Limit)
+		once.Do(func() {
+			var l algorithms.RateLimiter
+			if l, err = algorithms.New(memstore.New(), alg, Limit); err != nil {
+				return
+			}
+			ctx := context.Background()
+			allow = func(key string) bool {
+				r, err := l.Allow(ctx, key, 1)
+				if err != nil {
+					panic(err) // b.Fatal may not be called from RunParallel's goroutines
+				}
+				return r.Allowed
+			}
+			steady(keys, allow)
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
-		keys := keyTable(n)
-		ctx := context.Background()
-		for _, k := range keys {
-			if _, err := l.Allow(ctx, k, 1); err != nil {
-				b.Fatal(err)
-			}
-		}
-		runParallel(b, keys, func(key string) bool {
-			r, err := l.Allow(ctx, key, 1)
-			if err != nil {
-				panic(err) // b.Fatal may not be called from RunParallel's goroutines
-			}
-			return r.Allowed
-		})
+		runParallel(b, keys, allow)
 	}
 }
 
@@ -116,18 +147,17 @@ func (k *keyedRate) allow(key string) bool {
 
 // XTimeRate returns a benchmark of a golang.org/x/time/rate limiter per key,
 // at Limit as a token bucket, found in a mutex-guarded map (lookup and
-// Allow), over n keys that each already have a limiter.
+// Allow), over n keys, made and warmed once as Memstore's are.
 func XTimeRate(n int) func(b *testing.B) {
+	var once sync.Once
+	k := &keyedRate{
+		m:      make(map[string]*rate.Limiter, n),
+		r:      rate.Limit(float64(Limit.Rate) / Limit.Period.Seconds()),
+		bucket: Limit.Rate,
+	}
+	keys := keyTable(n)
 	return func(b *testing.B) {
-		k := &keyedRate{
-			m:      make(map[string]*rate.Limiter, n),
-			r:      rate.Limit(float64(Limit.Rate) / Limit.Period.Seconds()),
-			bucket: Limit.Rate,
-		}
-		keys := keyTable(n)
-		for _, key := range keys {
-			k.allow(key)
-		}
+		once.Do(func() { steady(keys, k.allow) })
 		runParallel(b, keys, k.allow)
 	}
 }
