@@ -213,7 +213,8 @@ func (s *lineStyler) style(line *plotter.Line, points *plotter.Scatter, name str
 		return
 	}
 	line.Color = colors[s.ours%len(colors)]
-	line.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, nil, {vg.Points(2), vg.Points(2)}, nil}[s.ours%5]
+	line.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, nil, {vg.Points(2), vg.Points(2)}, nil,
+		{vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}}[s.ours%6]
 	points.Color = line.Color
 	s.ours++
 }
