@@ -1,6 +1,6 @@
 -- The requests of plain costs of one or more keys of a limiter with one
 -- limit: the driver's commonest call under load, decided without its
--- kinds, limit arguments and per-key function calls. The limit's rate,
+-- kinds, limit arguments and layers of calls. The limit's rate,
 -- period, burst and unit are written into the script as RATE, PERIOD,
 -- BURST and UNIT (see Batch). KEYS holds one state per key; ARGV[1] the
 -- costs as the driver takes them (a group per key, separated by commas,
@@ -31,6 +31,17 @@ local out = {}
 local n = 0 -- the key being decided
 local groups = string.gmatch(ARGV[1], '[^,]+')
 
+-- decide answers one request of key, committing it when it passes.
+local function decide(key, cost)
+  local ok, remaining, retry, reset = check(1, key, now, cost, RATE, PERIOD, BURST, UNIT, 0)
+  if not ok then
+    return format('0 1 %d %d %d', remaining, retry, reset)
+  end
+  commit(1, key, now, cost, RATE, PERIOD, BURST, UNIT)
+  consumed = true
+  return format('1 1 %d 0 %d', remaining, reset)
+end
+
 -- run decides the keys from the one after n on, one group each. A key
 -- whose decision raises an error leaves run; the loop below records the
 -- error and calls run again for the keys after it: one pcall per call
@@ -41,27 +52,11 @@ local function run()
     local key = KEYS[n]
     local cost = tonumber(g)
     if cost then
-      -- One request, most groups.
-      local ok, remaining, retry, reset = check(1, key, now, cost, RATE, PERIOD, BURST, UNIT, 0)
-      if ok then
-        commit(1, key, now, cost, RATE, PERIOD, BURST, UNIT)
-        consumed = true
-        out[n] = format('1 1 %d 0 %d', remaining, reset)
-      else
-        out[n] = format('0 1 %d %d %d', remaining, retry, reset)
-      end
+      out[n] = decide(key, cost) -- one request, most groups
     else
       local answers = {}
       for c in string.gmatch(g, '%d+') do
-        cost = tonumber(c)
-        local ok, remaining, retry, reset = check(1, key, now, cost, RATE, PERIOD, BURST, UNIT, 0)
-        if ok then
-          commit(1, key, now, cost, RATE, PERIOD, BURST, UNIT)
-          consumed = true
-          answers[#answers + 1] = format('1 1 %d 0 %d', remaining, reset)
-        else
-          answers[#answers + 1] = format('0 1 %d %d %d', remaining, retry, reset)
-        end
+        answers[#answers + 1] = decide(key, tonumber(c))
       end
       out[n] = table.concat(answers, ' ')
     end
