@@ -1,6 +1,6 @@
 // Package scriptcost measures what one decision costs Redis: the
 // microseconds its scripts run, from INFO commandstats, free of the round
-// trip and of this process. Each benchmark's subjects run one after
+// trip and of this process, beside floors that decide nothing (floor.go). Each benchmark's subjects run one after
 // another against one server, so -count interleaves them and their figures
 // compare: go test -run - -bench . -benchtime 10000x -count 5.
 package scriptcost
@@ -71,6 +71,11 @@ func subjects(b *testing.B, c *redis.Client) ([]string, map[string]decider) {
 		}
 		return true, err
 	}
+	floor := redis.NewScript(scriptFloor)
+	names = append(names, "script_floor")
+	m["script_floor"] = func(ctx context.Context, k string) (bool, error) {
+		return true, floor.Run(ctx, c, []string{"sf:" + k}).Err()
+	}
 	for _, alg := range algorithms.Algorithms {
 		l, err := algorithms.New(redisstore.New(c, redisstore.WithDenialCache(0), redisstore.WithTimeout(2*time.Second)), alg, limit(alg))
 		if err != nil {
@@ -104,6 +109,12 @@ func server(b *testing.B) *redis.Client {
 // BenchmarkSerial is one request at a time: every decision a call of its own.
 func BenchmarkSerial(b *testing.B) {
 	run(b, 1)
+}
+
+// BenchmarkPair is 2 goroutines, as the comparison's g=2: every decision
+// still a call of its own, two calls in flight.
+func BenchmarkPair(b *testing.B) {
+	run(b, 2)
 }
 
 // BenchmarkLoaded is 50 goroutines: redlimit batches the decisions in flight.
