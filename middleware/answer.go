@@ -40,17 +40,22 @@ func (c *config) answer(w http.ResponseWriter, r *http.Request, v *verdict) acti
 		return passOn
 	case v.res.Decider == algorithms.DecidedFailClosed:
 		c.observe(outcome, v.store, v.took)
-		c.unavailable.write(w)
+		c.unavailable.write(w, nil)
 		return answered
 	}
 	c.observe(outcome, v.store, v.took)
+	var ht *headerText
 	if c.leases {
 		c.setLeaseHeaders(w.Header(), v.res)
+		if v.d != nil {
+			ht = &v.d.hdr // for the 429's values alone
+		}
 	} else {
-		c.setHeaders(w.Header(), v.res, headerTextOf(v.d), v.ps, &v.clock)
+		ht = headerTextOf(v.d)
+		c.setHeaders(w.Header(), v.res, ht, v.ps, &v.clock)
 	}
 	if !v.res.Allowed {
-		c.writeDenied(w, r, v.res, v.ps)
+		c.writeDenied(w, r, v.res, v.ps, ht)
 		return answered
 	}
 	return admitted
@@ -75,7 +80,7 @@ func (c *config) answerError(w http.ResponseWriter, r *http.Request, v *verdict)
 		if c.shadow {
 			return passOn
 		}
-		c.unavailable.write(w)
+		c.unavailable.write(w, nil)
 		return answered
 	}
 	c.logFailure(v.err, v.key, "open")
@@ -90,19 +95,24 @@ func (c *config) refuse(w http.ResponseWriter, p *problem, store string, took ti
 	if c.shadow {
 		return passOn
 	}
-	p.write(w)
+	p.write(w, nil)
 	return answered
 }
 
 // writeDenied answers a denial: the denied handler's response, or the 429
-// naming the policy that bound. Headers are set already.
-func (c *config) writeDenied(w http.ResponseWriter, r *http.Request, res algorithms.Result, ps *policySet) {
+// naming the policy that bound. Headers are set already, from ht when it
+// is not nil, which holds the 429's values too.
+func (c *config) writeDenied(w http.ResponseWriter, r *http.Request, res algorithms.Result, ps *policySet, ht *headerText) {
+	var vals []string
+	if ht != nil {
+		vals = ht.problem[:]
+	}
 	switch {
 	case c.denied != nil:
 		c.denied(w, r, res)
 	case ps != nil && res.Index >= 0 && res.Index < len(ps.tooMany):
-		ps.tooMany[res.Index].write(w)
+		ps.tooMany[res.Index].write(w, vals)
 	default:
-		c.tooMany.write(w)
+		c.tooMany.write(w, vals)
 	}
 }

@@ -133,6 +133,7 @@ func (h *concurrencyHandler) acquire(r *http.Request, key string) (verdict, *alg
 	d := newDecisionAt(r.Context(), start, c.timeout)
 	lease, err := h.limiter.Acquire(d, v.key)
 	d.release()
+	v.d = d // its header storage holds a denial's problem values
 	if c.observer != nil {
 		v.store, v.took = h.store, time.Since(start)
 	}

@@ -148,7 +148,7 @@ func (c *config) prepare() error {
 	c.tooMany = newTooMany(c.policyName)
 	c.unavailable = newProblem(http.StatusServiceUnavailable, "",
 		"The rate limiter is unavailable; retry after the number of seconds in Retry-After.", nil)
-	c.unavailable.retryAfter = []string{strconv.FormatInt(ceilSeconds(c.unavailableRetry, 1), 10)}
+	c.unavailable.retryAfter = strconv.FormatInt(ceilSeconds(c.unavailableRetry, 1), 10)
 	c.badKey = newProblem(http.StatusBadRequest, "",
 		"The request could not be attributed to a client for rate limiting.", nil)
 	c.unauthorized = newProblem(http.StatusUnauthorized, "",

@@ -104,7 +104,7 @@ func (c *config) wait(w http.ResponseWriter, r *http.Request, d time.Duration) b
 	case <-r.Context().Done():
 	}
 	if errors.Is(r.Context().Err(), context.DeadlineExceeded) {
-		c.unavailable.write(w)
+		c.unavailable.write(w, nil)
 	}
 	// Canceled: the client is gone and nobody reads an answer.
 	return false

@@ -26,13 +26,16 @@ const (
 
 // headerText is the storage of one response's rate-limit header values:
 // the slices the header map holds, and the values' bytes, most often (see
-// setHeaders). It is written once and never again, so the values may share
-// its bytes and outlive the request with the header map; and it belongs to
-// one response, so a handler that writes into its values in place changes
-// no other response (TestHeaderBytes).
+// setHeaders); and, for a denial, the values of the problem's Content-Type
+// and Cache-Control (see problem.write). It is written once and never
+// again, so the values may share its bytes and outlive the request with the
+// header map; and it belongs to one response, so a handler or an outer
+// middleware that writes into its values in place changes no other
+// response (TestHeaderBytes, TestProblemHeaderBytes).
 type headerText struct {
-	vals [6]string
-	text [72]byte
+	vals    [6]string
+	text    [72]byte
+	problem [2]string
 }
 
 // headerTextOf returns d's header storage, or new storage when there is no
@@ -110,7 +113,8 @@ func (c *config) setHeaders(h http.Header, res algorithms.Result, ht *headerText
 	if !res.Allowed {
 		b = strconv.AppendInt(b, retry, 10)
 		v.cut(hdrRetryAfter, len(b))
-		h[hdrCacheControl] = noStore
+		ht.problem[1] = noStore // where problem.write puts it too
+		h[hdrCacheControl] = ht.problem[1:2:2]
 	}
 	v.set(h, ht, b, merge)
 }

@@ -66,6 +66,7 @@ func (c *config) credentialFailed(w http.ResponseWriter, r *http.Request, err er
 		c.keyError(w, r, err)
 		return
 	}
-	c.setHeaders(w.Header(), res, headerTextOf(d), c.mainPolicies, &t)
-	c.writeDenied(w, r, res, c.mainPolicies)
+	ht := headerTextOf(d)
+	c.setHeaders(w.Header(), res, ht, c.mainPolicies, &t)
+	c.writeDenied(w, r, res, c.mainPolicies, ht)
 }

@@ -21,23 +21,21 @@ func newTooMany(policy string) problem {
 // anything else. The error itself stays out of the response: it may quote
 // what the client sent.
 func (c *config) writeKeyError(w http.ResponseWriter, _ *http.Request, err error) {
-	var challenges []string
+	// The problem's own two values, then the challenges: one array that
+	// this response alone owns.
+	vals := make([]string, 2, 4)
 	switch {
 	case errors.Is(err, keyfunc.ErrInvalidToken):
-		challenges = challengeInvalidToken
+		vals = append(vals, challengeInvalidToken)
 	case errors.Is(err, keyfunc.ErrNoToken):
-		challenges = challengeBearer
+		vals = append(vals, challengeBearer)
 	}
 	if errors.Is(err, keyfunc.ErrNoAPIKey) || errors.Is(err, keyfunc.ErrInvalidAPIKey) {
-		if challenges == nil {
-			challenges = challengeAPIKey
-		} else {
-			challenges = append(challenges[:1:1], challengeAPIKey...)
-		}
+		vals = append(vals, challengeAPIKey)
 	}
-	if challenges != nil {
-		w.Header()[hdrAuthenticate] = challenges
-		c.unauthorized.write(w)
+	if len(vals) > 2 {
+		w.Header()[hdrAuthenticate] = vals[2:len(vals):len(vals)]
+		c.unauthorized.write(w, vals[:2:2])
 		return
 	}
 	if errors.Is(err, keyfunc.ErrInvalidOption) {
@@ -45,33 +43,32 @@ func (c *config) writeKeyError(w http.ResponseWriter, _ *http.Request, err error
 		// of it, though the client still gets a 4xx.
 		c.logFailure(err, "", "key function misconfigured")
 	}
-	c.badKey.write(w)
+	c.badKey.write(w, vals[:2:2])
 }
 
 // WWW-Authenticate challenges for a 401, which RFC 9110 requires one of:
 // Bearer is RFC 6750's; API keys have no registered scheme, so the challenge
 // just names the kind of credential.
-var (
-	challengeBearer       = []string{`Bearer`}
-	challengeInvalidToken = []string{`Bearer error="invalid_token"`}
-	challengeAPIKey       = []string{`APIKey`}
+const (
+	challengeBearer       = `Bearer`
+	challengeInvalidToken = `Bearer error="invalid_token"`
+	challengeAPIKey       = `APIKey`
 )
 
 // The problem type of RFC 9457 for an exhausted quota, registered by IANA.
 const quotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
-// Shared header values. They are only ever assigned whole to a header map,
-// with no spare capacity, so nothing writes into them.
-var (
-	noStore            = []string{"no-store"}
-	problemContentType = []string{"application/problem+json"}
+// The values of the fields every problem response sets.
+const (
+	noStore            = "no-store"
+	problemContentType = "application/problem+json"
 )
 
 // problem is a precomputed RFC 9457 response.
 type problem struct {
 	status     int
 	body       []byte
-	retryAfter []string // set for 503
+	retryAfter string // set for 503
 }
 
 // problemBody is the JSON of a problem, in the order RFC 9457 lists members.
@@ -102,15 +99,25 @@ func newProblem(status int, typ, detail string, policies []string) problem {
 	return problem{status: status, body: body}
 }
 
-// write sends the problem. Rate-limit headers already set stay.
-func (p *problem) write(w http.ResponseWriter) {
+// write sends the problem. Rate-limit headers already set stay. The
+// values it sets are written in vals (Content-Type, Cache-Control, then
+// Retry-After when the problem has one), which belong to this response
+// alone: one that is edited in place after it is sent changes no other
+// response (TestProblemHeaderBytes). With nil vals, write allocates them.
+func (p *problem) write(w http.ResponseWriter, vals []string) {
+	if vals == nil {
+		vals = make([]string, 3)
+	}
 	// No Content-Length: net/http adds it for a body this small, and a
 	// ninth header would make the map of a 429 grow past one group.
 	h := w.Header()
-	h[hdrContentType] = problemContentType
-	h[hdrCacheControl] = noStore
-	if p.retryAfter != nil {
-		h[hdrRetryAfter] = p.retryAfter
+	vals[0], vals[1] = problemContentType, noStore
+	// Three-index slices: a later Add must copy, not write into the next.
+	h[hdrContentType] = vals[0:1:1]
+	h[hdrCacheControl] = vals[1:2:2]
+	if p.retryAfter != "" {
+		vals[2] = p.retryAfter
+		h[hdrRetryAfter] = vals[2:3:3]
 	}
 	w.WriteHeader(p.status)
 	_, _ = w.Write(p.body) // a client that hung up is no error of ours
