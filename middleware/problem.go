@@ -103,9 +103,10 @@ func newProblem(status int, typ, detail string, policies []string) problem {
 // values it sets are written in vals (Content-Type, Cache-Control, then
 // Retry-After when the problem has one), which belong to this response
 // alone: one that is edited in place after it is sent changes no other
-// response (TestProblemHeaderBytes). With nil vals, write allocates them.
+// response (TestProblemHeaderBytes). When vals has too few slots (nil,
+// say), write allocates them.
 func (p *problem) write(w http.ResponseWriter, vals []string) {
-	if vals == nil {
+	if len(vals) < 2 || p.retryAfter != "" && len(vals) < 3 {
 		vals = make([]string, 3)
 	}
 	// No Content-Length: net/http adds it for a body this small, and a
