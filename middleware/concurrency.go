@@ -74,6 +74,12 @@ func (c *config) initConcurrency(limiter algorithms.ConcurrencyLimiter) error {
 		return errors.New("WithLimiterFunc does not apply to a concurrency limit")
 	case c.fallback != nil:
 		return errors.New("WithFallback does not apply to a concurrency limit: its store decides when Redis cannot")
+	case c.delay != 0:
+		return errors.New("WithDelay does not apply to a concurrency limit: a request over it is refused, not held")
+	case c.chargeIfSet:
+		return errors.New("WithChargeIf does not apply to a concurrency limit: a lease is returned whatever the outcome")
+	case c.costAfter:
+		return errors.New("WithCostAfter does not apply to a concurrency limit: it has no cost")
 	}
 	if err := c.prepare(); err != nil {
 		return err
