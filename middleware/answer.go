@@ -44,14 +44,10 @@ func (c *config) answer(w http.ResponseWriter, r *http.Request, v *verdict) acti
 		return answered
 	}
 	c.observe(outcome, v.store, v.took)
-	var ht *headerText
+	ht := headerTextOf(v.d)
 	if c.leases {
-		c.setLeaseHeaders(w.Header(), v.res)
-		if v.d != nil {
-			ht = &v.d.hdr // for the 429's values alone
-		}
+		c.setLeaseHeaders(w.Header(), v.res) // ht holds the 429's values alone
 	} else {
-		ht = headerTextOf(v.d)
 		c.setHeaders(w.Header(), v.res, ht, v.ps, &v.clock)
 	}
 	if !v.res.Allowed {

@@ -27,9 +27,10 @@ const (
 // headerText is the storage of one response's rate-limit header values:
 // the slices the header map holds, and the values' bytes, most often (see
 // setHeaders); and, for a denial, the values of the problem's Content-Type
-// and Cache-Control (see problem.write). It is written once and never
-// again, so the values may share its bytes and outlive the request with the
-// header map; and it belongs to one response, so a handler or an outer
+// and Cache-Control (see problem.write). Once the response's fields are
+// set it is never written again, so the values may share its bytes and
+// outlive the request with the header map; and it belongs to one
+// response, so a handler or an outer
 // middleware that writes into its values in place changes no other
 // response (TestHeaderBytes, TestProblemHeaderBytes).
 type headerText struct {

@@ -1,12 +1,14 @@
 // Package scriptcost measures what one decision costs Redis: the
 // microseconds its scripts run, from INFO commandstats, free of the round
-// trip and of this process, beside floors that decide nothing (floor.go). Each benchmark's subjects run one after
-// another against one server, so -count interleaves them and their figures
-// compare: go test -run - -bench . -benchtime 10000x -count 5.
+// trip and of this process, beside floors that decide nothing (floor.go).
+// Each benchmark's subjects run one after another against one server (with
+// -count, each subject's rounds back to back), so their figures compare:
+// go test -run - -bench . -benchtime 10000x -count 5.
 package scriptcost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -126,19 +128,29 @@ func run(b *testing.B, workers int) {
 	c := server(b)
 	names, m := subjects(b, c)
 	for _, name := range names {
-		b.Run(name, func(b *testing.B) { measure(b, c, workers, m[name]) })
+		decide := m[name]
+		call := func(ctx context.Context, i int) error {
+			ok, err := decide(ctx, keys[(i*7+i/len(keys))%len(keys)])
+			if err == nil && !ok {
+				err = errors.New("denied")
+			}
+			return err
+		}
+		b.Run(name, func(b *testing.B) { measure(b, c, workers, 1, call) })
 	}
 }
 
-// measure runs b.N decisions on workers goroutines, after a warm-up that
-// loads the scripts and fills the keys, and reports per decision the
-// server's CPU time (cpu-µs/op) and the time commandstats counts for the
-// calls (redis-µs/op: the scripts, or the GETs), and the decisions per
-// call.
-func measure(b *testing.B, c *redis.Client, workers int, decide decider) {
+// measure makes b.N calls of perCall decisions each, call(i) for i from
+// 2 × len(keys) / perCall on, on workers goroutines, after a warm-up of
+// the calls before (which loads the scripts and fills the keys), and
+// reports per decision the server's CPU time (cpu-µs/op) and the time
+// commandstats counts for the calls (redis-µs/op: the scripts, or the
+// GETs), and the decisions per call Redis saw.
+func measure(b *testing.B, c *redis.Client, workers, perCall int, call func(ctx context.Context, i int) error) {
 	ctx := context.Background()
-	for i := range 2 * len(keys) {
-		if _, err := decide(ctx, keys[i%len(keys)]); err != nil {
+	warm := 2 * len(keys) / perCall
+	for i := range warm {
+		if err := call(ctx, i); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -160,9 +172,8 @@ func measure(b *testing.B, c *redis.Client, workers int, decide decider) {
 				if i >= n {
 					return
 				}
-				ok, err := decide(ctx, keys[(i*7+i/len(keys))%len(keys)])
-				if err != nil || !ok {
-					b.Errorf("decide: %v, %v", ok, err)
+				if err := call(ctx, warm+i); err != nil {
+					b.Errorf("call %d: %v", i, err)
 					return
 				}
 			}
@@ -172,9 +183,10 @@ func measure(b *testing.B, c *redis.Client, workers int, decide decider) {
 	b.StopTimer()
 	cpu := cpuNanos(b) - cpu0
 	us, calls := redisMicros(b, c)
-	b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu-µs/op")
-	b.ReportMetric(us/float64(n), "redis-µs/op")
-	b.ReportMetric(float64(n)/float64(calls), "decisions/call")
+	decisions := float64(n * perCall)
+	b.ReportMetric(float64(cpu)/1e3/decisions, "cpu-µs/op")
+	b.ReportMetric(us/decisions, "redis-µs/op")
+	b.ReportMetric(decisions/float64(calls), "decisions/call")
 }
 
 // cpuNanos is the server process's CPU time so far: what it spends on the
