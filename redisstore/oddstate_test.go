@@ -1,0 +1,150 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/ratemath"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/lua"
+)
+
+// oddSeed writes the same unusual state to keys a and b, as Redis may hold
+// it when a request comes: ones that are not states (a current state with
+// a character more among them), one of the wrong type, a call's record
+// after the state, and the token bucket's former hash. (States a clock
+// that was ahead left come from the frozen clock moving back.)
+func oddSeed(ctx context.Context, c *redis.Client, rng *rand.Rand, alg algorithms.Algorithm, a, b string, now int64) {
+	var set func(k string)
+	switch rng.IntN(4) {
+	case 0:
+		v := []string{"", "x", "12:", ":5", "12:5:", "12:5x", "-3:4", "99999999999999999999999:1"}[rng.IntN(8)]
+		set = func(k string) { c.Set(ctx, k, v, time.Minute) }
+	case 1:
+		set = func(k string) { c.Del(ctx, k); c.RPush(ctx, k, "x"); c.PExpire(ctx, k, time.Minute) }
+	case 2:
+		v, err := c.Get(ctx, a).Result()
+		if err != nil || strings.Contains(v, "|") {
+			return
+		}
+		v += []string{"|other 1 1 0 0 5", "x", ":", "7"}[rng.IntN(4)]
+		set = func(k string) { c.Set(ctx, k, v, time.Minute) }
+	default:
+		if alg != algorithms.TokenBucket {
+			return
+		}
+		t, ts := rng.Int64N(2000)-500, now/1000-rng.Int64N(3000)
+		set = func(k string) { c.Del(ctx, k); c.HSet(ctx, k, "t", t, "ts", ts); c.PExpire(ctx, k, time.Minute) }
+	}
+	set(a)
+	set(b)
+}
+
+// The one-request script (with its call's id, so that an admitted call
+// keeps its record after the state) and the batch script answer one
+// request of a plain cost as the driver does, and leave the same state and
+// expiry, on states the other differential tests never reach: ones a clock
+// that was ahead left (the frozen clock here also moves back), ones that
+// are not states, keys of the wrong type, states followed by another
+// call's record, and the token bucket's former hash; denials included.
+func TestOneAndBatchMatchDriverOnOddStates(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx := context.Background()
+	limits := []algorithms.Limit{
+		algorithms.PerSecond(3),
+		{Rate: 7, Period: time.Second, Burst: 10},
+		{Rate: 5, Period: 250 * time.Millisecond, Burst: 2},
+		{Rate: 1_000_000, Period: 1000 * 24 * time.Hour, Burst: 5_000_000}, // coarse units
+	}
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter, algorithms.TokenBucket, algorithms.LeakyBucket} {
+		denied := 0 // over the limits: a burst of 2 may see none
+		for li, lim := range limits {
+			t.Run(fmt.Sprintf("%s/%d", alg, li), func(t *testing.T) {
+				p := ratemath.ParamsFor(alg, lim)
+				one := frozen(lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+				batch := frozen(lua.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+				drv := frozen(driverOf[alg])
+				limArgs := []any{p.Rate, p.Period, p.Burst, p.Unit}
+				c.FlushAll(ctx)
+				rng := rand.New(rand.NewPCG(uint64(li), 23))
+				now := int64(1_764_000_000_000_000) // µs
+				quota := ratemath.QuotaOf(alg, lim)
+				periodUs := lim.Period.Microseconds()
+				a, b := "a:{k}:s", "b:{k}:s"
+				back := 0 // steps with the clock moved back
+				for step := range 400 {
+					if pa, pb := c.PTTL(ctx, a).Val(), c.PTTL(ctx, b).Val(); pa > 0 && pa < 200*time.Millisecond || pb > 0 && pb < 200*time.Millisecond {
+						c.Del(ctx, a, b)
+					}
+					switch rng.IntN(5) {
+					case 0:
+						now += rng.Int64N(1000)
+					case 1:
+						now += rng.Int64N(periodUs/int64(max(lim.Rate, 1)) + 1)
+					case 2:
+						now += rng.Int64N(2*periodUs + 1)
+					case 3:
+						now -= rng.Int64N(2*periodUs + 1)
+						back++
+					}
+					c.HSet(ctx, "attack3:clock", "s", now/1_000_000, "us", now%1_000_000)
+					if rng.IntN(4) == 0 {
+						oddSeed(ctx, c, rng, alg, a, b, now)
+					}
+					cost := strconv.Itoa([]int{1, 1, 2, max(quota/2, 1), quota}[rng.IntN(5)])
+					id := "id" + strconv.Itoa(step)
+					viaOne := rng.IntN(2) == 0
+					written := time.Now()
+					var ra *redis.Cmd
+					if viaOne {
+						ra = one.Run(ctx, c, []string{a}, cost, id)
+					} else {
+						ra = batch.Run(ctx, c, []string{a}, cost)
+					}
+					rb := drv.Run(ctx, c, []string{b}, append([]any{cost}, limArgs...)...)
+					if fmt.Sprint(ra.Val(), ra.Err()) != fmt.Sprint(rb.Val(), rb.Err()) {
+						t.Fatalf("step %d, cost %s (one-request %v): %q %v, driver %q %v", step, cost, viaOne, ra.Val(), ra.Err(), rb.Val(), rb.Err())
+					}
+					reply, _ := ra.Val().(string)
+					if strings.HasPrefix(reply, "0 ") {
+						denied++
+					}
+					sa, sb := stateOf(ctx, t, c, a), stateOf(ctx, t, c, b)
+					if viaOne && strings.HasPrefix(reply, "1 ") {
+						rec := "|" + id + " " + reply
+						if !strings.HasSuffix(sa, rec) {
+							t.Fatalf("step %d: state %q lacks the call's record %q", step, sa, rec)
+						}
+						sa = strings.TrimSuffix(sa, rec)
+					} else if i := strings.Index(sa, "|"); i >= 0 && strings.HasPrefix(sa, "string ") {
+						sa = sa[:i] // a record a seed or an earlier call left, on both sides
+						sb, _, _ = strings.Cut(sb, "|")
+					}
+					if sa != sb && !expiredBetween(ctx, c, a, b, sa, sb) {
+						t.Fatalf("step %d, cost %s (one-request %v): states differ: %s, driver %s", step, cost, viaOne, sa, sb)
+					}
+					apart := time.Since(written)
+					if ta, tb := expiries(ctx, t, c, a, b); ta-tb > 20*time.Millisecond+apart || tb-ta > 20*time.Millisecond+apart {
+						t.Fatalf("step %d: expiries differ: %v, driver %v", step, ta, tb)
+					}
+				}
+				if back < 50 {
+					t.Fatalf("the steps covered too little: %d with the clock moved back", back)
+				}
+			})
+		}
+		if denied < 20 {
+			t.Errorf("%s: %d denials over the limits, want 20 or more", alg, denied)
+		}
+	}
+}
