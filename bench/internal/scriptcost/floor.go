@@ -31,3 +31,17 @@ local reply = table.concat(out, ',')
 redis.call('SET', KEYS[#KEYS], reply, 'PX', 2200)
 return reply
 `
+
+// logFloor is the least a log that keeps each admission, as the sliding
+// window log does, does for one request: read the clock, drop the entries
+// that left the window, count those left, add this one, set the key's
+// expiry. It decides nothing, and keeps no record of the call.
+const logFloor = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 100000)
+redis.call('ZCARD', KEYS[1])
+redis.call('ZADD', KEYS[1], now, string.format('%016d:1', now))
+redis.call('PEXPIRE', KEYS[1], 100)
+return '1 1 999 0 1000'
+`

@@ -73,10 +73,12 @@ func subjects(b *testing.B, c *redis.Client) ([]string, map[string]decider) {
 		}
 		return true, err
 	}
-	floor := redis.NewScript(scriptFloor)
-	names = append(names, "script_floor")
-	m["script_floor"] = func(ctx context.Context, k string) (bool, error) {
-		return true, floor.Run(ctx, c, []string{"sf:" + k}).Err()
+	for _, f := range []struct{ name, src string }{{"script_floor", scriptFloor}, {"log_floor", logFloor}} {
+		s := redis.NewScript(f.src)
+		names = append(names, f.name)
+		m[f.name] = func(ctx context.Context, k string) (bool, error) {
+			return true, s.Run(ctx, c, []string{f.name + ":" + k}).Err()
+		}
 	}
 	for _, alg := range algorithms.Algorithms {
 		l, err := algorithms.New(redisstore.New(c, redisstore.WithDenialCache(0), redisstore.WithTimeout(2*time.Second)), alg, limit(alg))
