@@ -27,6 +27,42 @@ func frozen(src string) *redis.Script {
 	return redis.NewScript(strings.ReplaceAll(src, "redis.call('TIME')", "redis.call('HMGET', 'attack3:clock', 's', 'us')"))
 }
 
+// frozenStep moves the frozen clock for the next step of a differential
+// test, from now (µs) by a draw of rng: not at all, by up to a
+// millisecond, by up to one emission interval of lim, or by up to two
+// periods; with back, a fifth draw moves it back by up to two periods, as
+// a clock that was ahead leaves states in the future. It first deletes
+// each pair of twin keys (a[i], b[i]) about to expire: keys expire in real
+// time, on PX the frozen clock set, so one could expire between the two
+// scripts' calls; both start afresh then. It returns the new now and
+// whether the clock moved back.
+func frozenStep(ctx context.Context, c *redis.Client, rng *rand.Rand, now int64, lim algorithms.Limit, back bool, a, b []string) (int64, bool) {
+	for i := range a {
+		if pa, pb := c.PTTL(ctx, a[i]).Val(), c.PTTL(ctx, b[i]).Val(); pa > 0 && pa < 200*time.Millisecond || pb > 0 && pb < 200*time.Millisecond {
+			c.Del(ctx, a[i], b[i])
+		}
+	}
+	periodUs := lim.Period.Microseconds()
+	draws, moved := 4, false
+	if back {
+		draws = 5
+	}
+	switch rng.IntN(draws) {
+	case 0:
+	case 1:
+		now += rng.Int64N(1000)
+	case 2:
+		now += rng.Int64N(periodUs/int64(max(lim.Rate, 1)) + 1)
+	case 3:
+		now += rng.Int64N(2*periodUs + 1)
+	default:
+		now -= rng.Int64N(2*periodUs + 1)
+		moved = true
+	}
+	c.HSet(ctx, "attack3:clock", "s", now/1_000_000, "us", now%1_000_000)
+	return now, moved
+}
+
 // stateOf returns a key's type and content, whatever its type.
 // expiredBetween reports whether the states sa of key a and sb of key b
 // differ only because one of them, written with a lifetime of a few
@@ -110,22 +146,7 @@ func TestAttack3OneScriptMatchesDriver(t *testing.T) {
 				periodUs := lim.Period.Microseconds()
 				a, b := "a:{k}:s", "b:{k}:s"
 				for step := range 400 {
-					// Keys expire in real time, on PX the frozen clock set: a
-					// state about to expire could do so between the two
-					// scripts' calls. Both start afresh then.
-					if pa, pb := c.PTTL(ctx, a).Val(), c.PTTL(ctx, b).Val(); pa > 0 && pa < 200*time.Millisecond || pb > 0 && pb < 200*time.Millisecond {
-						c.Del(ctx, a, b)
-					}
-					switch rng.IntN(4) {
-					case 0:
-					case 1:
-						now += rng.Int64N(1000)
-					case 2:
-						now += rng.Int64N(periodUs/int64(max(lim.Rate, 1)) + 1)
-					default:
-						now += rng.Int64N(2*periodUs + 1)
-					}
-					c.HSet(ctx, "attack3:clock", "s", now/1_000_000, "us", now%1_000_000)
+					now, _ = frozenStep(ctx, c, rng, now, lim, false, []string{a}, []string{b})
 					var list string
 					plain := rng.IntN(2) == 0
 					if plain {

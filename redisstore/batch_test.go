@@ -91,22 +91,7 @@ func TestBatchScriptMatchesDriver(t *testing.T) {
 				}
 				var isolated, denied, multi int // what the steps covered
 				for step := range 500 {
-					for i := range nkeys {
-						// Keys expire in real time, on PX the frozen clock set.
-						if pa, pb := c.PTTL(ctx, a[i]).Val(), c.PTTL(ctx, b[i]).Val(); pa > 0 && pa < 200*time.Millisecond || pb > 0 && pb < 200*time.Millisecond {
-							c.Del(ctx, a[i], b[i])
-						}
-					}
-					switch rng.IntN(4) {
-					case 0:
-					case 1:
-						now += rng.Int64N(1000)
-					case 2:
-						now += rng.Int64N(periodUs/int64(max(lim.Rate, 1)) + 1)
-					default:
-						now += rng.Int64N(2*periodUs + 1)
-					}
-					c.HSet(ctx, "attack3:clock", "s", now/1_000_000, "us", now%1_000_000)
+					now, _ = frozenStep(ctx, c, rng, now, lim, false, a[:], b[:])
 					switch rng.IntN(12) {
 					case 0:
 						// A key of the wrong type on both sides, until it expires.

@@ -79,25 +79,13 @@ func TestOneAndBatchMatchDriverOnOddStates(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(li), 23))
 				now := int64(1_764_000_000_000_000) // µs
 				quota := ratemath.QuotaOf(alg, lim)
-				periodUs := lim.Period.Microseconds()
 				a, b := "a:{k}:s", "b:{k}:s"
 				back := 0 // steps with the clock moved back
 				for step := range 400 {
-					if pa, pb := c.PTTL(ctx, a).Val(), c.PTTL(ctx, b).Val(); pa > 0 && pa < 200*time.Millisecond || pb > 0 && pb < 200*time.Millisecond {
-						c.Del(ctx, a, b)
-					}
-					switch rng.IntN(5) {
-					case 0:
-						now += rng.Int64N(1000)
-					case 1:
-						now += rng.Int64N(periodUs/int64(max(lim.Rate, 1)) + 1)
-					case 2:
-						now += rng.Int64N(2*periodUs + 1)
-					case 3:
-						now -= rng.Int64N(2*periodUs + 1)
+					var moved bool
+					if now, moved = frozenStep(ctx, c, rng, now, lim, true, []string{a}, []string{b}); moved {
 						back++
 					}
-					c.HSet(ctx, "attack3:clock", "s", now/1_000_000, "us", now%1_000_000)
 					if rng.IntN(4) == 0 {
 						oddSeed(ctx, c, rng, alg, a, b, now)
 					}
