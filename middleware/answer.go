@@ -96,13 +96,10 @@ func (c *config) refuse(w http.ResponseWriter, p *problem, store string, took ti
 }
 
 // writeDenied answers a denial: the denied handler's response, or the 429
-// naming the policy that bound. Headers are set already, from ht when it
-// is not nil, which holds the 429's values too.
+// naming the policy that bound. Headers are set already, from ht, which
+// holds the 429's values too.
 func (c *config) writeDenied(w http.ResponseWriter, r *http.Request, res algorithms.Result, ps *policySet, ht *headerText) {
-	var vals []string
-	if ht != nil {
-		vals = ht.problem[:]
-	}
+	vals := ht.problem[:]
 	switch {
 	case c.denied != nil:
 		c.denied(w, r, res)
