@@ -33,26 +33,31 @@ elseif ARGV[2] then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cost = tonumber(ARGV[1])
 
-local function decide_one()
-  local cost = tonumber(ARGV[1])
-  local allowed, remaining, retry, reset = check(1, key, now, cost, RATE, PERIOD, BURST, UNIT, 0)
-  if not allowed then
-    return string.format('0 1 %d %d %d', remaining, retry, reset)
-  end
-  local reply = string.format('1 1 %d 0 %d', remaining, reset)
+-- check and commit raise an error on a key of another type or a refused
+-- write; pcall calls each of them directly, with no closure to make on
+-- every call, and the error answers as the driver's. res is check's
+-- verdict, then commit's error when it raised one.
+local reply
+local ok, res, remaining, retry, reset = pcall(check, 1, key, now, cost, RATE, PERIOD, BURST, UNIT, 0)
+if ok and res then
+  reply = string.format('1 1 %d 0 %d', remaining, reset)
   if id then
     suffix = '|' .. id .. ' ' .. reply
   end
-  commit(1, key, now, cost, RATE, PERIOD, BURST, UNIT)
-  if once then
-    redis.call('SET', once, reply, 'PX', once_ttl)
-  end
-  return reply
+  ok, res = pcall(commit, 1, key, now, cost, RATE, PERIOD, BURST, UNIT)
 end
-
-local ok, res = pcall(decide_one)
 if not ok then
   return redis.error_reply(type(res) == 'table' and res.err or tostring(res))
 end
-return res
+if not reply then
+  return string.format('0 1 %d %d %d', remaining, retry, reset)
+end
+if once then
+  local kept = redis.pcall('SET', once, reply, 'PX', once_ttl)
+  if type(kept) == 'table' and kept.err then
+    return kept
+  end
+end
+return reply
