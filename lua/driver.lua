@@ -36,7 +36,7 @@
 -- sent the call before. Only then can the key be set: a call that finds it
 -- set has run before, and returns the first run's reply, deciding nothing.
 -- (A call of one request on a limiter of one limit keeps its record after
--- its key's state instead; see one.lua.)
+-- its key's state instead; see one_start.lua.)
 local per = math.floor((#ARGV - 1) / 4)
 local once, once_ttl
 if #ARGV - 1 > 4 * per then
@@ -48,7 +48,7 @@ if #ARGV - 1 > 4 * per then
   end
   if again then
     -- A charge goes under the id of a call that may have run: a
-    -- one-request call (see one.lua) keeps its record after its state.
+    -- one-request call (see one_start.lua) keeps its record after its state.
     local id = string.match(once, ':once:(.+)$')
     kept = id and recorded(KEYS[1], id)
     if kept then

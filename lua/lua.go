@@ -47,10 +47,15 @@
 // deleting a key's state.
 //
 // One request of a plain cost on a limiter of one limit, the most common
-// call, has a script of its own per limit (OneRequest): units.lua, the
-// algorithm file, the limit, then one.lua in place of the driver; its
-// arguments are the cost and the reply's lifetime, its answer the
-// driver's, and Redis does less work for it.
+// call, has a script of its own per limit (OneRequest), its arguments the
+// cost and the call's id or reply lifetime, its answer the driver's, and
+// Redis does less work for it: for a limit of unit 1 of the fixed window,
+// the sliding window counter and both buckets, the algorithm's check and
+// commit written out as statements (one_<name>.lua), which define no
+// function on every call; for the others, units.lua, the algorithm file,
+// the limit, then one.lua in place of the driver. The written-out scripts
+// repeat their algorithm's arithmetic for that one case, and the
+// differential tests of the Redis store hold them to the driver.
 //
 // The requests of plain costs of several keys, or several requests of
 // one key, on a limiter of one limit, the commonest call under load, have
@@ -91,10 +96,19 @@ var (
 // for a limit of one of the algorithms, named as its file is without
 // ".lua" ("fixed_window", say), whose rate, period, burst and unit (as
 // the driver takes them) are written into it: the algorithm without the
-// driver, and no limit arguments to convert on every call (see one.lua).
-// It returns "" for a name that has no file.
+// driver, and no limit arguments to convert on every call. A limit of
+// unit 1 of an algorithm with a one_<name>.lua has that script, written
+// out in full; the others have units.lua, the algorithm's file and
+// one.lua. Both start with one_start.lua and end with one_end.lua. It
+// returns "" for a name that has no file.
 func OneRequest(algorithm string, rate, period, burst, unit int64) string {
-	return baked(algorithm, rate, period, burst, unit, "one.lua")
+	if !isAlgorithm(algorithm) {
+		return ""
+	}
+	if inline, err := files.ReadFile("one_" + algorithm + ".lua"); err == nil && unit == 1 {
+		return limitLine(rate, period, burst, unit) + mustRead("one_start.lua") + string(inline) + mustRead("one_end.lua")
+	}
+	return baked(algorithm, rate, period, burst, unit, "one_start.lua", "one.lua", "one_end.lua")
 }
 
 // Batch returns the script that decides the requests of plain costs of
@@ -105,18 +119,31 @@ func Batch(algorithm string, rate, period, burst, unit int64) string {
 	return baked(algorithm, rate, period, burst, unit, "batch.lua")
 }
 
-// baked is units.lua, the algorithm's file, its limit as the constants
-// RATE, PERIOD, BURST and UNIT, then the file main; "" for a name that is
-// no algorithm's.
-func baked(algorithm string, rate, period, burst, unit int64, main string) string {
-	switch algorithm {
-	case "fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket":
-	default:
+// baked is units.lua, the algorithm's file, its limit (limitLine), then
+// the files of main; "" for a name that is no algorithm's.
+func baked(algorithm string, rate, period, burst, unit int64, main ...string) string {
+	if !isAlgorithm(algorithm) {
 		return ""
 	}
-	return mustRead("units.lua") + "\n" + mustRead(algorithm+".lua") + "\n" +
-		fmt.Sprintf("local RATE, PERIOD, BURST, UNIT = %d, %d, %d, %d\n", rate, period, burst, unit) +
-		mustRead(main)
+	src := mustRead("units.lua") + "\n" + mustRead(algorithm+".lua") + "\n" + limitLine(rate, period, burst, unit)
+	for _, name := range main {
+		src += mustRead(name)
+	}
+	return src
+}
+
+// limitLine writes a limit into a script as the constants RATE, PERIOD,
+// BURST and UNIT.
+func limitLine(rate, period, burst, unit int64) string {
+	return fmt.Sprintf("local RATE, PERIOD, BURST, UNIT = %d, %d, %d, %d\n", rate, period, burst, unit)
+}
+
+func isAlgorithm(name string) bool {
+	switch name {
+	case "fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket":
+		return true
+	}
+	return false
 }
 
 func assemble(name string) string {

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -33,24 +34,36 @@ func TestScriptsAreAssembled(t *testing.T) {
 	}
 }
 
-// A one-request script is the units' helpers, the algorithm, its limit
-// and one.lua, reading the clock once; a name that is no algorithm's gets
-// none.
+// A one-request script starts with one_start.lua and ends with
+// one_end.lua, reading the clock once: for a limit of unit 1 of an
+// algorithm written out in full, its one_<name>.lua after the limit and
+// no function defined; otherwise the units' helpers, the algorithm, its
+// limit and one.lua. A name that is no algorithm's gets none.
 func TestOneRequestAssembled(t *testing.T) {
-	one, units := mustRead("one.lua"), mustRead("units.lua")
+	start, end := mustRead("one_start.lua"), mustRead("one_end.lua")
+	inline := map[string]bool{"fixed_window": true, "sliding_window_counter": true, "token_bucket": true, "leaky_bucket": true}
 	for _, alg := range []string{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket"} {
-		src := OneRequest(alg, 10, 60000000, 10, 1)
-		if !strings.HasPrefix(src, units) || !strings.HasSuffix(src, one) {
-			t.Errorf("%s: not units, algorithm, limit, one.lua", alg)
-		}
-		if !strings.Contains(src, mustRead(alg+".lua")) || !strings.Contains(src, "local RATE, PERIOD, BURST, UNIT = 10, 60000000, 10, 1\n") {
-			t.Errorf("%s: the algorithm or its limit is missing", alg)
-		}
-		if strings.Count(src, "redis.call('TIME')") != 1 {
-			t.Errorf("%s: must read the clock once", alg)
+		for _, unit := range []int64{1, 1000} {
+			src := OneRequest(alg, 10, 60000000, 10, unit)
+			limit := fmt.Sprintf("local RATE, PERIOD, BURST, UNIT = 10, 60000000, 10, %d\n", unit)
+			var want string
+			if inline[alg] && unit == 1 {
+				want = limit + start + mustRead("one_"+alg+".lua") + end
+				if strings.Contains(src, "local function") || strings.Contains(src, "function(") {
+					t.Errorf("%s, unit %d: defines a function", alg, unit)
+				}
+			} else {
+				want = mustRead("units.lua") + "\n" + mustRead(alg+".lua") + "\n" + limit + start + mustRead("one.lua") + end
+			}
+			if src != want {
+				t.Errorf("%s, unit %d: not assembled as documented", alg, unit)
+			}
+			if strings.Count(src, "redis.call('TIME')") != 1 {
+				t.Errorf("%s, unit %d: must read the clock once", alg, unit)
+			}
 		}
 	}
-	for _, name := range []string{"driver", "one", "units", "concurrency", "reset", "nope"} {
+	for _, name := range []string{"driver", "one", "one_start", "units", "concurrency", "reset", "nope"} {
 		if got := OneRequest(name, 1, 1, 1, 1); got != "" {
 			t.Errorf("OneRequest(%q) = a script of %d bytes, want none", name, len(got))
 		}

@@ -3,38 +3,14 @@
 -- which cost Redis more than the decision itself. The limit's rate, period,
 -- burst and unit (as the driver takes them) are written into the script as
 -- RATE, PERIOD, BURST and UNIT (see OneRequest). KEYS[1] is the state and
--- ARGV[1] the cost. The answer is the driver's.
+-- ARGV[1] the cost; one_start.lua, before this, reads the exactly-once
+-- arguments and the clock, and one_end.lua, after it, keeps the reply. The
+-- answer is the driver's.
 --
--- A deciding call counts once however often the client sends it. With
--- every algorithm but the sliding log, it passes its id as ARGV[2], with
--- "!" appended when the client may have sent it before, and an admitting
--- call leaves its record after the state it commits, "|<id> <reply>"
--- (suffix, see units.lua): a call sent again that finds it answers from it.
--- The sliding log, whose state is a sorted set, passes instead the key
--- that keeps the reply as KEYS[2], and ARGV[2] how long (ms) to keep it,
--- negated when the call may have been sent before.
-local key, once, id = KEYS[1], KEYS[2], nil
-local once_ttl
-if once then
-  local kept
-  kept, once_ttl = kept_reply(once, ARGV[2])
-  if kept then
-    return kept
-  end
-elseif ARGV[2] then
-  id = ARGV[2]
-  if string.byte(id, -1) == 33 then -- '!': sent before
-    id = string.sub(id, 1, -2)
-    local kept = recorded(key, id)
-    if kept then
-      return kept
-    end
-  end
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local cost = tonumber(ARGV[1])
-
+-- This is the script of the sliding window log and of limits counted in a
+-- coarse unit; the other algorithms' limits of unit 1 have scripts written
+-- out in full (one_*.lua), which define no function on every call.
+--
 -- check and commit raise an error on a key of another type or a refused
 -- write; pcall calls each of them directly, with no closure to make on
 -- every call, and the error answers as the driver's. res is check's
@@ -54,10 +30,3 @@ end
 if not reply then
   return string.format('0 1 %d %d %d', remaining, retry, reset)
 end
-if once then
-  local kept = redis.pcall('SET', once, reply, 'PX', once_ttl)
-  if type(kept) == 'table' and kept.err then
-    return kept
-  end
-end
-return reply

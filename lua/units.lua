@@ -21,8 +21,8 @@ local function ttl(t, now_us, unit)
   return math.max(math.ceil((t * unit - now_us) / 1000), 1)
 end
 
--- A one-request call (see one.lua) keeps the record of its call after the
--- state it commits: "<state>|<call id> <reply>". suffix is that record
+-- A one-request call (see one_start.lua) keeps the record of its call after
+-- the state it commits: "<state>|<call id> <reply>". suffix is that record
 -- while it commits, '' otherwise. The algorithms match a state as read,
 -- record and all, with a pattern that ends in a position capture p, and
 -- whole(v, p) tells whether the match took all of it up to the record: no
@@ -35,7 +35,8 @@ end
 
 -- recorded returns the reply that a one-request call of this id left after
 -- the state of key, or nil when the state holds no record of it (a state
--- of another type reads as none).
+-- of another type reads as none). one_start.lua reads it so too, written
+-- out.
 local function recorded(key, id)
   local v = redis.pcall('GET', key)
   local at = type(v) == 'string' and string.find(v, '|' .. id .. ' ', 1, true)

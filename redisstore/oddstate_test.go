@@ -20,7 +20,8 @@ import (
 // oddSeed writes the same unusual state to keys a and b, as Redis may hold
 // it when a request comes: ones that are not states (a current state with
 // a character more among them), one of the wrong type, a call's record
-// after the state, and the token bucket's former hash. (States a clock
+// after the state, the token bucket's former hash, and a leaky bucket's
+// state with a reservation's excess, its time ahead or not. (States a clock
 // that was ahead left come from the frozen clock moving back.)
 func oddSeed(ctx context.Context, c *redis.Client, rng *rand.Rand, alg algorithms.Algorithm, a, b string, now int64) {
 	var set func(k string)
@@ -38,11 +39,17 @@ func oddSeed(ctx context.Context, c *redis.Client, rng *rand.Rand, alg algorithm
 		v += []string{"|other 1 1 0 0 5", "x", ":", "7"}[rng.IntN(4)]
 		set = func(k string) { c.Set(ctx, k, v, time.Minute) }
 	default:
-		if alg != algorithms.TokenBucket {
+		switch alg {
+		case algorithms.TokenBucket:
+			t, ts := rng.Int64N(2000)-500, now/1000-rng.Int64N(3000)
+			set = func(k string) { c.Del(ctx, k); c.HSet(ctx, k, "t", t, "ts", ts); c.PExpire(ctx, k, time.Minute) }
+		case algorithms.LeakyBucket:
+			// A reservation's excess, as a clock that was ahead (or not) left it.
+			v := fmt.Sprintf("%d:%d:%d", now+rng.Int64N(4_000_000)-1_000_000, rng.Int64N(3), 1+rng.Int64N(40))
+			set = func(k string) { c.Set(ctx, k, v, time.Minute) }
+		default:
 			return
 		}
-		t, ts := rng.Int64N(2000)-500, now/1000-rng.Int64N(3000)
-		set = func(k string) { c.Del(ctx, k); c.HSet(ctx, k, "t", t, "ts", ts); c.PExpire(ctx, k, time.Minute) }
 	}
 	set(a)
 	set(b)
