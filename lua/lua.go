@@ -138,6 +138,8 @@ func limitLine(rate, period, burst, unit int64) string {
 	return fmt.Sprintf("local RATE, PERIOD, BURST, UNIT = %d, %d, %d, %d\n", rate, period, burst, unit)
 }
 
+// isAlgorithm reports whether name is an algorithm's, as its file is
+// named without ".lua".
 func isAlgorithm(name string) bool {
 	switch name {
 	case "fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket":
