@@ -34,11 +34,12 @@ func frozen(src string) *redis.Script {
 // a clock that was ahead leaves states in the future. It first deletes
 // each pair of twin keys (a[i], b[i]) about to expire: keys expire in real
 // time, on PX the frozen clock set, so one could expire between the two
-// scripts' calls; both start afresh then. It returns the new now and
+// scripts' calls; both start afresh then (a key with less than a
+// millisecond left reads a PTTL of 0). It returns the new now and
 // whether the clock moved back.
 func frozenStep(ctx context.Context, c *redis.Client, rng *rand.Rand, now int64, lim algorithms.Limit, back bool, a, b []string) (int64, bool) {
 	for i := range a {
-		if pa, pb := c.PTTL(ctx, a[i]).Val(), c.PTTL(ctx, b[i]).Val(); pa > 0 && pa < 200*time.Millisecond || pb > 0 && pb < 200*time.Millisecond {
+		if pa, pb := c.PTTL(ctx, a[i]).Val(), c.PTTL(ctx, b[i]).Val(); pa >= 0 && pa < 200*time.Millisecond || pb >= 0 && pb < 200*time.Millisecond {
 			c.Del(ctx, a[i], b[i])
 		}
 	}
