@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -102,12 +103,18 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // however many requests; a refused request adds nothing; the key's next
 // take carries the charge with the waiters, in the same lock; a charge
 // whose call failed stays owed under the same call id, and new admissions
-// wait beside it; a full table refuses a key it has no room for.
+// wait beside it; a key a full table has no room for is decided by its
+// twin from forgottenAllowance, owing nothing.
 func TestChargeLine(t *testing.T) {
 	b := newBatcher(1, 100, 256, 64)
 	b.retrying = true // no retrier: this test sends nothing
 	b.maxOwed = 2
-	l := &redisLimiter{alg: algorithms.FixedWindow, limits: []algorithms.Limit{algorithms.PerMinute(10)}, guard: &guard{ids: newCallIDs(), batcher: b}}
+	twin, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &redisLimiter{alg: algorithms.FixedWindow, limits: []algorithms.Limit{algorithms.PerMinute(10)}, twin: twin, twinIndex: []int{0}, twinMost: 10,
+		instances: 1, guard: &guard{ids: newCallIDs(), batcher: b, clock: time.Now}}
 	deadline := time.Now().Add(time.Minute)
 	var line []*waiter
 	for i := range 100 {
@@ -157,12 +164,18 @@ func TestChargeLine(t *testing.T) {
 	if retry.id != taken.id || retry.cost != 12 {
 		t.Fatalf("retry %+v; want the same id %d and cost 12, the new 3 kept apart", retry, taken.id)
 	}
-	// The table holds two keys: a third key is refused, unasked.
+	// The table holds two keys: a third key is decided by its twin, from
+	// forgottenAllowance (1) of its 10, and owes nothing.
 	charge("j", 1, admit)
 	asked := false
-	res := charge("i", 1, func() (algorithms.Result, error) { asked = true; return admit() })
-	if asked || res.Allowed {
-		t.Fatalf("a key with no room in a full table: asked %v, %+v; want a refusal", asked, res)
+	for i := range 3 {
+		res := charge("i", 1, func() (algorithms.Result, error) { asked = true; return admit() })
+		if asked || res.Allowed != (i < forgottenAllowance) || res.Decider != algorithms.DecidedLocally {
+			t.Fatalf("request %d of a key with no room in a full table: asked %v, %+v; want the twin's, %d admitted", i, asked, res, forgottenAllowance)
+		}
+	}
+	if o := b.owed[queueKey{l, "i"}]; o != nil || len(b.owed) != 2 {
+		t.Fatalf("a key with no room owes %+v (%d keys owe); want nothing", o, len(b.owed))
 	}
 	if b.waiting != 100-30 { // three takes of ten
 		t.Fatalf("waiting %d, want %d", b.waiting, 70)

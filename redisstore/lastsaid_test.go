@@ -2,6 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,4 +56,144 @@ func TestLocalStartsFromRedis(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A limiter of two limits remembers both: 5 per 200 ms and 20 a minute,
+// 19 spent through Redis, then Redis stops. Once the short limit's answer
+// has stopped mattering (its window is whole again), the minute limit
+// still bounds the twin: over the next 1.5 s the key is admitted at most
+// L + n - 19 = 2 more, where a twin that forgot the minute limit admits a
+// fresh 20 (the buckets: L + n plus what the minute bucket refills
+// meanwhile).
+func TestLocalRemembersEveryLimit(t *testing.T) {
+	short := algorithms.Limit{Rate: 5, Period: 200 * time.Millisecond}
+	long := algorithms.PerMinute(20)
+	for _, alg := range algorithms.Algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+			t.Cleanup(func() { _ = c.Close() })
+			l, err := algorithms.New(New(c, WithTimeout(50*time.Millisecond), WithLogger(quietLogger())), alg, short, long)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			start := time.Now()
+			// 4, then three bursts of 5 with the short limit whole again
+			// between them: the 19th admission leaves the short limit at
+			// 0 and the minute limit at 1, so Redis's last answer is the
+			// short limit's.
+			spent := 0
+			for i, burst := range []int{4, 5, 5, 5} {
+				if i > 0 {
+					time.Sleep(450 * time.Millisecond)
+				}
+				for range burst {
+					res, err := l.Allow(ctx, "k", 1)
+					if err != nil || !res.Allowed || res.Decider != algorithms.DecidedByStore {
+						t.Fatalf("request %d through Redis: %+v %v", spent, res, err)
+					}
+					if spent++; spent == 19 && (res.Index != 0 || res.Remaining != 0) {
+						t.Fatalf("the 19th admission: %+v; want the short limit binding, at 0", res)
+					}
+				}
+			}
+			srv.Stop()
+			time.Sleep(450 * time.Millisecond) // the short limit is whole again, even the counter's
+			local := 0
+			for range 75 {
+				res, err := l.Allow(ctx, "k", 1)
+				if err != nil || res.Decider != algorithms.DecidedLocally && res.Decider != algorithms.DecidedByCache {
+					t.Fatalf("during the outage: %+v %v", res, err)
+				}
+				if res.Allowed {
+					local++
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			bound := 20 + 1 - spent
+			if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+				bound += int(time.Since(start) / (3 * time.Second)) // the minute bucket refills one per 3 s
+			}
+			if local > bound {
+				t.Errorf("%d admitted locally after %d through Redis: the minute limit was forgotten (at most %d)", local, spent, bound)
+			}
+		})
+	}
+}
+
+// A key whose answers the table may have forgotten starts from
+// forgottenAllowance, never a fresh share, at four times the table's
+// capacity: 4,096 keys each spend their limit of 3 through Redis into a
+// table of 1,024 slots, Redis stops, and each key is admitted at most 1
+// more locally (L + n with n = 1). A key never answered for is still
+// served: its first request passes.
+func TestLocalForgetsStrictly(t *testing.T) {
+	const slots, keys = 1024, 4096
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter, algorithms.TokenBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, PoolSize: 8})
+			t.Cleanup(func() { _ = c.Close() })
+			store := New(c, WithTimeout(time.Second), WithLogger(quietLogger()), WithDenialCache(0))
+			store.guard.said = newLastSaid(slots)
+			l, err := algorithms.New(store, alg, algorithms.PerMinute(3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			forEachKey(t, keys, func(i int) {
+				for r := range 3 {
+					res, err := l.Allow(ctx, keyName(i), 1)
+					if err != nil || !res.Allowed || res.Decider != algorithms.DecidedByStore {
+						t.Errorf("key %d request %d through Redis: %+v %v", i, r, res, err)
+					}
+				}
+			})
+			srv.Stop()
+			var over atomic.Int64
+			forEachKey(t, keys, func(i int) {
+				n := 0
+				for range 3 {
+					res, err := l.Allow(ctx, keyName(i), 1)
+					if err != nil || res.Decider != algorithms.DecidedLocally {
+						t.Errorf("key %d locally: %+v %v", i, res, err)
+					}
+					if res.Allowed {
+						n++
+					}
+				}
+				if n > forgottenAllowance {
+					over.Add(1)
+				}
+			})
+			if over.Load() > 0 {
+				t.Errorf("%d of %d spent keys admitted more than %d locally: a forgotten key got a fresh share", over.Load(), keys, forgottenAllowance)
+			}
+			for i := range 100 {
+				if res, err := l.Allow(ctx, "new-"+keyName(i), 1); err != nil || !res.Allowed {
+					t.Fatalf("a key never answered for: %+v %v; want its first request admitted", res, err)
+				}
+			}
+		})
+	}
+}
+
+func keyName(i int) string { return "client-" + strconv.Itoa(i) }
+
+// forEachKey runs f for keys 0..n-1 on 8 goroutines and waits for them.
+func forEachKey(t *testing.T, n int, f func(i int)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }

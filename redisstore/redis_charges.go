@@ -31,14 +31,19 @@ import (
 // when less than the charge is (never more), so a flood admitted locally
 // leaves the key exhausted in Redis rather than over its limit.
 //
-// Memory is bounded: at most DefaultMaxOwedKeys keys (WithMaxWaiting's
-// line does not hold charges). A key that would need a new entry when the
-// table is full is refused locally, a tighter limit rather than an
-// uncounted admission.
+// Capacity: at most DefaultMaxOwedKeys keys (WithMaxWaiting's line does
+// not hold charges), whatever the number of keys a client sends. A key
+// that would need a new entry when the table is full is decided by its
+// twin from at most forgottenAllowance units a window, owing nothing
+// (decideUnowedLocked): every other client's first request still passes,
+// one client's many identities cannot turn the failure mode into a
+// refusal for everyone, and such a key is admitted at most L + n over a
+// period (L in Redis, forgottenAllowance by each of n instances).
 //
 // Proved by TestLocalAdmissionsAreCharged (every local path: a paused
-// Redis, the breaker open, a full line, a refused connection, a lost reply)
-// and TestChargesAcrossInstances (three instances, the five algorithms,
+// Redis, the breaker open, a full line, a refused connection, a lost reply),
+// TestFullChargeTableServesOthers (several times the capacity) and
+// TestChargesAcrossInstances (three instances, the five algorithms,
 // pause, kill and restart under a flood).
 
 // DefaultMaxOwedKeys bounds the keys with charges owed to Redis in one
@@ -192,25 +197,25 @@ func (b *batcher) forgetCharge(l *redisLimiter, key string) {
 func (b *batcher) ownsChargeLocked(key queueKey) bool { return b.owed[key] != nil }
 
 // decideAndCharge decides a request of cost for key locally with decide
-// and, when decide admits it, adds cost to the key's owed charge (doubt:
-// see chargeLocked) and gates the key (see redis_gate.go), all under b.mu
-// (see the charge line's invariant above).
+// (the twin's decision: twinDecides) and, when it admits it, adds cost to the key's owed
+// charge (doubt: see chargeLocked) and gates the key (see redis_gate.go),
+// all under b.mu (see the charge line's invariant above).
 func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt uint64, decide func() (algorithms.Result, error)) (algorithms.Result, error) {
-	return b.admitLocally(l, key, decide, func(id queueKey) {
+	return b.admitLocally(l, key, cost, decide, func(id queueKey) {
 		b.chargeLocked(id, cost, false, doubt)
 	})
 }
 
-// admitLocally runs decide under b.mu and, for an admission, owe under the
-// same lock; it gates the key whatever decide says (see redis_gate.go). A
-// key that cannot owe (the table is full) is refused without asking
-// decide.
-func (b *batcher) admitLocally(l *redisLimiter, key string, decide func() (algorithms.Result, error), owe func(queueKey)) (algorithms.Result, error) {
+// admitLocally runs decide, the twin's decision of a request of cost for
+// key, under b.mu and, for an admission, owe under the same lock; it gates
+// the key whatever decide says (see redis_gate.go). A key that cannot owe
+// (the table is full) is decided by decideUnowedLocked instead.
+func (b *batcher) admitLocally(l *redisLimiter, key string, cost int, decide func() (algorithms.Result, error), owe func(queueKey)) (algorithms.Result, error) {
 	id := queueKey{l, key}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.roomLocked(id) {
-		return l.uncounted(false, algorithms.DecidedLocally), nil
+		return l.decideUnowedLocked(key, cost)
 	}
 	res, err := decide()
 	if err != nil || res.Decider != algorithms.DecidedLocally {
@@ -221,6 +226,20 @@ func (b *batcher) admitLocally(l *redisLimiter, key string, decide func() (algor
 	}
 	b.gateLocked(id) // after owe: a key that owes is gated until it is paid
 	return res, nil
+}
+
+// decideUnowedLocked is the twin's decision of a request for a key the
+// charge table has no room for: from at most forgottenAllowance units
+// (per window of the twin), owing Redis nothing. However many keys fill
+// the table, every other key's first request so passes, and a key's local
+// admissions stay within the limit's bound L + n (see the invariant
+// above). b.mu is held.
+func (l *redisLimiter) decideUnowedLocked(key string, cost int) (algorithms.Result, error) {
+	if !l.guard.batcher.gatedLocked(queueKey{l, key}, l.guard.clock()) {
+		l.startFromRedis(key)
+	}
+	l.capTwin(key, forgottenAllowance)
+	return l.twinOnly(key, cost)
 }
 
 // Outcomes of a sent call, as its abandoned waiters learn them.
@@ -234,7 +253,7 @@ const (
 // not answered in time. Its call may yet count it in Redis: the charge is
 // owed only once the call turns out not to have (see learnOutcome).
 func (b *batcher) decideSent(l *redisLimiter, key string, w *waiter, decide func() (algorithms.Result, error)) (algorithms.Result, error) {
-	return b.admitLocally(l, key, decide, func(id queueKey) {
+	return b.admitLocally(l, key, w.cost, decide, func(id queueKey) {
 		switch w.outcome {
 		case outcomeUnknown:
 			w.localCost = w.cost

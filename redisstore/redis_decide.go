@@ -59,7 +59,7 @@ func newGuard(cfg config, pool int) *guard {
 	rc := cfg.redis
 	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials),
 		wheel:    newDeadlineWheel(),
-		observer: rc.observer, name: cfg.prefix, ids: newCallIDs(), said: newLastSaid()}
+		observer: rc.observer, name: cfg.prefix, ids: newCallIDs(), said: newLastSaid(lastSaidSlots)}
 	if g.logger == nil {
 		g.logger = slog.Default()
 	}

@@ -11,52 +11,83 @@ import (
 	"github.com/redlimit/redlimit/internal/ratemath"
 )
 
-// lastSaid remembers, per key, Redis's last answer, so that the local twin
-// starts from it when Redis cannot decide.
+// lastSaid remembers, per key, Redis's last answers, so that the local
+// twin starts from them when Redis cannot decide.
 //
-// Invariant: the twin's first decision of a key after Redis answered for
-// it starts from this instance's share of what Redis said was left (less
-// what this instance owes Redis for the key), not from a full share, for
-// as long as the answer can matter: until its ResetAfter, when the quota is
-// whole again anyway. A bucket's room is what it lacks to be whole at
-// ResetAfter less what it refills meanwhile at its rate, as it does (a
-// bucket in debt after a charge included); a window's is taken to stay as
-// it was, which errs on the strict side. Later answers start the twin again from them.
+// Invariant: the twin never starts a key from more than Redis's answers
+// allow, under every limit of the limiter, and a key whose answers this
+// table may have forgotten starts from forgottenAllowance, never from a
+// full share. An admission's answer is a floor under every limit (Result
+// describes the limit with the least remaining, so each other limit had
+// at least that much): each limit is taken to hold no more than it until
+// the answer can no longer matter for that limit (the binding limit's
+// ResetAfter; for the others, the longest a window takes to be whole
+// again, Period, or two for the sliding window counter), a bucket
+// refilling at its rate meanwhile. A denial's answer bounds its binding
+// limit the same way and keeps the floor an earlier admission left. Later
+// answers replace earlier ones. The twin's first decision of a key so
+// starts from this instance's share of the least any limit may hold, less
+// what this instance owes Redis for the key.
 //
-// It is a table of a fixed number of slots, each key hashed to one: a
-// write costs a hash and an uncontended lock, and memory stays fixed
-// (lastSaidSlots × 48 bytes). Two keys in one slot overwrite each other,
-// and a key that lost its slot starts from a full share, as a key Redis
-// never answered for does.
+// Capacity: lastSaidSlots slots of about 100 bytes, one key per slot by
+// its hash. A key that takes a slot whose answers still mattered marks
+// the slot as having forgotten until they would have stopped mattering;
+// a key that finds no answers of its own in a slot so marked may have
+// been forgotten, and starts from forgottenAllowance units (less when its
+// share is less) whatever its twin held, however many keys an attacker
+// sends: forgetting gives a key less, never a fresh share. A key that
+// finds an unmarked slot was never answered for in this instance, and
+// starts from a full share.
 //
-// Proved by TestLocalStartsFromRedis and TestChargesAcrossInstances.
+// Proved by TestLocalStartsFromRedis, TestLocalRemembersEveryLimit,
+// TestLocalForgetsStrictly (several times the capacity) and
+// TestChargesAcrossInstances.
 type lastSaid struct {
 	seed  maphash.Seed
 	locks [64]sync.Mutex
-	slots []saidSlot
+	slots []saidSlot // a power of two of them
 }
 
-// lastSaidSlots is the table's size: enough for the keys a busy instance
-// serves within a fault's few seconds.
-const lastSaidSlots = 1 << 14
+// lastSaidSlots is the table's size: the keys a busy instance serves
+// within a period before it forgets strictly (about 3 MB a store).
+const lastSaidSlots = 1 << 15
+
+// forgottenAllowance is what a key the fault path cannot account for
+// (its answers forgotten, or no room to owe Redis for it) may be admitted
+// locally per instance while it cannot: a first request passes, and the
+// limit stays L + n.
+const forgottenAllowance = 1
+
+// saidAnswer is one of Redis's answers for a key: what its binding limit
+// (index) had left, when the request was sent (at, Unix ns; 0 for none),
+// and how long until that limit was whole again.
+type saidAnswer struct {
+	at        int64
+	remaining int64
+	whole     time.Duration
+	index     int
+}
 
 type saidSlot struct {
-	hash      uint64 // of the limiter and key; 0 for an empty slot
-	remaining int64
-	at        time.Time     // when the request was sent
-	whole     time.Duration // ResetAfter: until the quota is whole again
-	index     int           // of the limit the answer describes
-	applied   bool          // the twin has started from it
+	hash    uint64     // of the limiter and key; 0 for an empty slot
+	floor   saidAnswer // the last admission: a floor under every limit
+	denial  saidAnswer // the last denial, if later than floor
+	applied bool       // the twin has started from them
+	until   int64      // Unix ns: when the answers stop mattering
+	// forgot is until when (Unix ns) a key not in the slot may have been
+	// forgotten by it.
+	forgot int64
 }
 
-func newLastSaid() *lastSaid {
-	return &lastSaid{seed: maphash.MakeSeed(), slots: make([]saidSlot, lastSaidSlots)}
+// newLastSaid returns a table of n slots, a power of two.
+func newLastSaid(n int) *lastSaid {
+	return &lastSaid{seed: maphash.MakeSeed(), slots: make([]saidSlot, n)}
 }
 
 // slot returns key's hash, its slot and the slot's lock.
 func (s *lastSaid) slot(l *redisLimiter, key string) (uint64, *saidSlot, *sync.Mutex) {
 	h := (maphash.String(s.seed, key) ^ l.salt) | 1
-	i := h & (lastSaidSlots - 1)
+	i := h & uint64(len(s.slots)-1)
 	return h, &s.slots[i], &s.locks[i&63]
 }
 
@@ -65,48 +96,141 @@ func (s *lastSaid) remember(l *redisLimiter, key string, at time.Time, res algor
 	if s == nil {
 		return
 	}
+	a := saidAnswer{at: at.UnixNano(), remaining: int64(res.Remaining), whole: res.ResetAfter, index: res.Index}
 	h, sl, mu := s.slot(l, key)
 	mu.Lock()
-	*sl = saidSlot{hash: h, remaining: int64(res.Remaining), at: at, whole: res.ResetAfter, index: res.Index}
-	mu.Unlock()
+	defer mu.Unlock()
+	if sl.hash != h {
+		// The answers it held may still matter: whoever finds the slot
+		// without answers of its own until then may be the key they
+		// were about.
+		*sl = saidSlot{hash: h, forgot: max(sl.forgot, sl.until)}
+	}
+	sl.applied = false
+	sl.until = max(sl.until, a.at+int64(l.saidSpan))
+	if res.Allowed {
+		sl.floor, sl.denial = a, saidAnswer{}
+		return
+	}
+	sl.denial = a
 }
 
-// take returns, once, the room Redis's last answer for key leaves at now:
-// false when there is none to start from (none, or already started from,
-// or past its ResetAfter).
-func (s *lastSaid) take(l *redisLimiter, key string, now time.Time) (int64, bool) {
+// startKind says what the twin starts a key from.
+type startKind int8
+
+const (
+	startAsIs      startKind = iota // its own state: already started, or never answered for
+	startFromRoom                   // the room Redis's answers leave
+	startForgotten                  // forgottenAllowance: the answers may have been forgotten
+)
+
+// take returns what the twin starts key from at now, once per answer for
+// a key with answers; every time for a key that may have been forgotten.
+func (s *lastSaid) take(l *redisLimiter, key string, now time.Time) (int64, startKind) {
 	if s == nil {
-		return 0, false
+		return 0, startAsIs
 	}
 	h, sl, mu := s.slot(l, key)
 	mu.Lock()
-	if sl.hash != h || sl.applied {
-		mu.Unlock()
-		return 0, false
+	defer mu.Unlock()
+	t := now.UnixNano()
+	if sl.hash != h || sl.floor.at == 0 && sl.denial.at == 0 {
+		if t < sl.forgot {
+			return 0, startForgotten
+		}
+		return 0, startAsIs
+	}
+	if sl.applied {
+		return 0, startAsIs
 	}
 	sl.applied = true
-	e := *sl
-	mu.Unlock()
-	since := now.Sub(e.at)
-	if since >= e.whole {
-		return 0, false
+	room, bounded := l.roomAfter(sl.floor, sl.denial, t)
+	if sl.floor.at == 0 && t < sl.forgot && len(l.limits) > 1 {
+		// A denial alone bounds only its limit: the others' floor may
+		// have been forgotten.
+		return min(room, forgottenAllowance*int64(l.instances)), startFromRoom
 	}
-	room := e.remaining
-	if l.alg == algorithms.TokenBucket || l.alg == algorithms.LeakyBucket {
-		// A bucket is whole at e.whole and refills at Rate per Period
-		// until then, from wherever it was (a debt included): what it
-		// holds now is the quota less what is still to refill.
-		lim := l.limits[0]
-		if e.index > 0 && e.index < len(l.limits) {
-			lim = l.limits[e.index]
-		}
-		toGo := float64(e.whole-max(since, 0)) * float64(lim.Rate) / float64(lim.Period)
-		room = max(room, int64(ratemath.QuotaOf(l.alg, lim))-int64(math.Ceil(toGo)))
+	if !bounded {
+		return 0, startAsIs
 	}
-	return max(room, 0), true
+	return room, startFromRoom
 }
 
-// forget drops Redis's last answer for key.
+// roomAfter returns the least that any limit may hold at t (Unix ns)
+// after the answers floor and denial (at 0: none), and whether any answer
+// still bounds a limit.
+func (l *redisLimiter) roomAfter(floor, denial saidAnswer, t int64) (int64, bool) {
+	room, bounded := int64(math.MaxInt64), false
+	for j, lim := range l.limits {
+		q := int64(ratemath.QuotaOf(l.alg, lim))
+		r := q
+		for k, a := range [2]saidAnswer{floor, denial} {
+			if a.at == 0 || k == 1 && a.index != j {
+				continue // a denial bounds its binding limit only
+			}
+			if v, ok := l.roomOf(lim, j, a, t); ok {
+				r, bounded = min(r, v), true
+			}
+		}
+		room = min(room, r)
+	}
+	return max(room, 0), bounded
+}
+
+// roomOf is what limit lim (at position j) may hold at t after answer a:
+// a.remaining until the answer stops mattering for it (see lastSaid), a
+// bucket refilling at its rate meanwhile; false once it no longer matters.
+func (l *redisLimiter) roomOf(lim algorithms.Limit, j int, a saidAnswer, t int64) (int64, bool) {
+	since := time.Duration(t - a.at)
+	q := int64(ratemath.QuotaOf(l.alg, lim))
+	perNs := float64(lim.Rate) / float64(lim.Period)
+	if l.alg == algorithms.TokenBucket || l.alg == algorithms.LeakyBucket {
+		if j == a.index {
+			// Whole at a.whole, refilling at its rate until then from
+			// wherever it was (a debt included).
+			if since >= a.whole {
+				return 0, false
+			}
+			toGo := float64(a.whole-max(since, 0)) * perNs
+			return max(a.remaining, q-int64(math.Ceil(toGo))), true
+		}
+		v := a.remaining + int64(float64(max(since, 0))*perNs)
+		return min(v, q), v < q
+	}
+	span := a.whole
+	if j != a.index {
+		span = windowSpan(l.alg, lim)
+	}
+	if since >= span {
+		return 0, false
+	}
+	return a.remaining, true
+}
+
+// windowSpan is the longest a window algorithm's limit takes to be whole
+// again after an answer: a Period, two for the sliding window counter.
+func windowSpan(alg algorithms.Algorithm, lim algorithms.Limit) time.Duration {
+	if alg == algorithms.SlidingWindowCounter {
+		return 2 * lim.Period
+	}
+	return lim.Period
+}
+
+// saidSpanOf is the longest any answer of a limiter of limits can matter:
+// the longest window span, or bucket refill.
+func saidSpanOf(alg algorithms.Algorithm, limits []algorithms.Limit) time.Duration {
+	var span time.Duration
+	for _, lim := range limits {
+		if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+			span = max(span, lim.Refill())
+			continue
+		}
+		span = max(span, windowSpan(alg, lim))
+	}
+	return span
+}
+
+// forget drops Redis's answers for key: a reset key starts afresh.
 func (s *lastSaid) forget(l *redisLimiter, key string) {
 	if s == nil {
 		return
@@ -114,32 +238,36 @@ func (s *lastSaid) forget(l *redisLimiter, key string) {
 	h, sl, mu := s.slot(l, key)
 	mu.Lock()
 	if sl.hash == h {
-		*sl = saidSlot{}
+		*sl = saidSlot{forgot: sl.forgot}
 	}
 	mu.Unlock()
 }
 
 // startFromRedis sets the twin's state of key to this instance's share of
-// what Redis last said was left, less what this instance owes for it,
-// when there is an answer to start from. The batcher's lock is held.
+// what Redis's answers leave, less what this instance owes for it, or to
+// forgottenAllowance when they may have been forgotten. The batcher's
+// lock is held.
 func (l *redisLimiter) startFromRedis(key string) {
 	g := l.guard
-	room, ok := g.said.take(l, key, g.clock())
-	if !ok {
+	room, kind := g.said.take(l, key, g.clock())
+	switch kind {
+	case startAsIs:
+		return
+	case startForgotten:
+		l.capTwin(key, forgottenAllowance)
 		return
 	}
 	if o := g.batcher.owed[queueKey{l, key}]; o != nil {
 		room -= int64(l.instances) * (o.cost + o.doubt)
 	}
-	share := max(room, 0) / int64(l.instances)
 	_ = l.twin.Reset(context.Background(), key)
-	// Take from the twin what it would have beyond the share: the most of
-	// any of its limits, each clamped to what it holds.
-	most := 0
-	for _, lim := range l.twinLimits {
-		most = max(most, ratemath.QuotaOf(l.alg, lim))
-	}
-	if take := int64(most) - share; take > 0 {
+	l.capTwin(key, max(room, 0)/int64(l.instances))
+}
+
+// capTwin takes from the twin's state of key what it holds beyond share
+// under its fullest limit: each limit then holds at most share.
+func (l *redisLimiter) capTwin(key string, share int64) {
+	if take := int64(l.twinMost) - share; take > 0 {
 		_, _ = l.twin.Charge(context.Background(), key, int(take))
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -130,7 +131,10 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 	}
 	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
 		channel: denialsChannel(s.cfg.prefix), guard: s.guard, twin: twin, twinLimits: shares, twinIndex: twinIndex,
-		instances: s.cfg.redis.instances, salt: rand.Uint64()}
+		instances: s.cfg.redis.instances, salt: rand.Uint64(), saidSpan: saidSpanOf(alg, limits)}
+	for _, lim := range shares {
+		l.twinMost = max(l.twinMost, ratemath.QuotaOf(alg, lim))
+	}
 	args := make([]any, 1, 2+4*len(limits))
 	for _, lim := range limits {
 		p := ratemath.ParamsFor(alg, lim)
@@ -185,6 +189,8 @@ type redisLimiter struct {
 	twinIndex  []int                  // per twin limit, the position in limits of the one it answers for
 	instances  int                    // WithInstances: the twin holds 1/instances of the limits
 	salt       uint64                 // tells this limiter's keys from another's in lastSaid
+	saidSpan   time.Duration          // the longest one of Redis's answers can matter (see lastSaid)
+	twinMost   int                    // the twin's largest quota
 }
 
 // Policies implements RateLimiter.
