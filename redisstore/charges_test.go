@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/memstore"
 )
 
 // Requests admitted locally because their turn in Redis had not come by
