@@ -87,6 +87,10 @@ var (
 	// leases scored by expiry.
 	Concurrency = mustRead("concurrency.lua")
 
+	// Debtors keeps the set of stores that owe a prefix's keys charges
+	// after a fault (see debtors.lua).
+	Debtors = mustRead("debtors.lua")
+
 	// Reset deletes one key's state under every limit and announces it on
 	// the store's channel (see reset.lua).
 	Reset = mustRead("reset.lua")

@@ -27,7 +27,8 @@ type batcher struct {
 	// for requests admitted locally, at most maxOwed keys.
 	owed     map[queueKey]*owedCharge
 	maxOwed  int
-	retrying bool // the charge retrier runs
+	retrying bool     // the settler runs (settler.go)
+	debtors  *debtors // the prefix's stores that owe; nil: not followed
 	closed   bool // the store is closed: nothing more is sent
 
 	// The gate after a fault (see redis_gate.go): keys whose Redis

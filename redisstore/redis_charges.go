@@ -23,7 +23,7 @@ import (
 // key's owed units are one number however many requests they stand for,
 // sent ahead of the key's next call (in the same pipeline, so Redis counts
 // them before it decides the requests in line) or, for a key nobody asks
-// for, by a retrier that backs off to once a second while Redis cannot
+// for, by the settler (settler.go), which backs off while Redis cannot
 // answer. A sent charge whose call fails stays owed under the same call id
 // and goes again verbatim: if the first run did count it, Redis answers
 // from the kept reply (see callIDs), which it keeps for chargeOnceTTL.
@@ -280,91 +280,3 @@ func (b *batcher) learnOutcome(l *redisLimiter, key string, ws []*waiter, counte
 		}
 	}
 }
-
-// How often the retrier tries to send the charges of idle keys: soon after
-// they are owed, then backing off while Redis cannot answer.
-const (
-	chargeRetryMin = 20 * time.Millisecond
-	chargeRetryMax = 250 * time.Millisecond
-)
-
-// close stops the retrier and drops what is owed: a closed store sends
-// nothing more.
-func (b *batcher) close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.closed = true
-	clear(b.owed)
-	clear(b.gates)
-	b.gated.Store(0)
-}
-
-// startRetrierLocked starts the retrier unless it runs. b.mu is held.
-func (b *batcher) startRetrierLocked() {
-	if !b.retrying && !b.closed {
-		b.retrying = true
-		go b.retryCharges()
-	}
-}
-
-// retryCharges sends the owed charges of keys no flush serves, until none
-// is owed. A key whose line is scheduled is left to its flush, which sends
-// the charge ahead of the key's requests.
-func (b *batcher) retryCharges() {
-	wait := chargeRetryMin
-	for {
-		time.Sleep(wait)
-		b.mu.Lock()
-		if len(b.gates) > 0 {
-			b.sweepGatesLocked(b.clock())
-		}
-		if b.closed || len(b.owed) == 0 && len(b.gates) == 0 {
-			b.retrying = false
-			b.mu.Unlock()
-			return
-		}
-		var taken []chargeTaken
-		for k := range b.owed {
-			if q := b.queues[k]; q != nil && q.scheduled {
-				continue
-			}
-			if c, ok := b.takeChargeLocked(k); ok {
-				if taken = append(taken, c); len(taken) == b.maxKeys {
-					break
-				}
-			}
-		}
-		b.mu.Unlock()
-		if len(taken) == 0 {
-			continue
-		}
-		g := taken[0].key.l.guard
-		calls := chargeCalls(taken)
-		_ = runCalls(g.wheel.contextFor(g.callTimeout()), taken[0].key.l.client, calls)
-		if b.settleCharges(taken, calls) {
-			wait = chargeRetryMin
-		} else {
-			wait = min(2*wait, chargeRetryMax)
-		}
-	}
-}
-
-// chargeCalls returns a script call per taken charge, each under its own
-// call id, kept for chargeOnceTTL.
-func chargeCalls(taken []chargeTaken) []*scriptCall {
-	calls := make([]*scriptCall, len(taken))
-	for i, c := range taken {
-		l := c.key.l
-		keys := make([]string, len(l.limits)+1)
-		l.keysOf(c.key.key, keys, c.id)
-		args := make([]any, 0, 2+len(l.limitArgs))
-		args = append(args, chargeList(c.cost))
-		args = append(append(args, l.limitArgs...), chargeOnceTTLArg)
-		calls[i] = &scriptCall{l: l, keys: keys, args: args, charge: true}
-	}
-	return calls
-}
-
-// chargeList is the scripts' request of a charge of cost: it takes up to
-// cost units, what is left when less is.
-func chargeList(cost int64) string { return "c" + strconv.FormatInt(cost, 10) }

@@ -10,14 +10,16 @@ import (
 // every instance's charges can have landed.
 //
 // Invariant: once this instance has decided a key locally (admitted or
-// refused), while it owes Redis a charge for the key and for gateGrace
-// after its charges were counted (or after its last local decision, when
-// it owes nothing), a request Redis admits for the key is admitted only if
-// the local twin admits it too. Other
-// instances' charges for the key reach Redis on their own schedule (their
-// next call for it, or their retrier, at most chargeRetryMax apart); until
-// they have, Redis would admit again what their twins admitted during the
-// fault. Held to its twin, each instance admits no more than its share
+// refused), while it owes Redis a charge for the key, for gateGrace after
+// its charges were counted (or after its last local decision, when it
+// owes nothing), and after that while another store on the prefix lists
+// itself as a debtor (see settler.go; at most gateOthersMax more), a
+// request Redis admits for the key is admitted only if the local twin
+// admits it too. Other instances' charges for the key reach Redis on
+// their own schedule (their next call for it, or their settler, which
+// lists them as debtors within chargeRetryMax of Redis answering and
+// drains at Redis's speed); until they have, Redis would admit again what
+// their twins admitted during the fault. Held to its twin, each instance admits no more than its share
 // across the fault and the grace, so a fault seen alike by every instance
 // admits at most the limit (plus one per instance from rounding, plus what
 // a restarted server forgot). A request Redis counted and the gate refused
@@ -31,11 +33,18 @@ import (
 // gated at once; beyond that a key is not gated, as the charge table
 // refuses a key it has no room for.
 //
-// Proved by TestChargesAcrossInstances.
+// Proved by TestChargesAcrossInstances and TestGateWaitsForOtherDebtors.
 
 // gateGrace is how long a key stays gated after this instance's charges
-// for it were counted: time for the other instances' charges to land.
+// for it were counted: time for the other instances, whose settlers try at
+// least every chargeRetryMax, to have listed themselves as debtors.
 const gateGrace = 2 * chargeRetryMax
+
+// gateOthersMax is how much longer than its grace a key stays gated while
+// other stores list themselves as debtors: their charges land at Redis's
+// speed, and a store whose charges keep failing must not gate the others
+// for good.
+const gateOthersMax = 10 * time.Second
 
 // gateLocked gates key until its charges are counted (and gateGrace
 // more); a key that owes nothing (its admission's own call may have
@@ -78,7 +87,7 @@ func (b *batcher) gatedLocked(key queueKey, now time.Time) bool {
 		until = now.Add(gateGrace)
 		b.gates[key] = until
 	}
-	if now.Before(until) {
+	if now.Before(until) || b.debtors.othersOwe() && now.Before(until.Add(gateOthersMax)) {
 		return true
 	}
 	delete(b.gates, key)

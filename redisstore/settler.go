@@ -1,0 +1,200 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/lua"
+)
+
+// The settler sends what this store owes Redis after a fault (see the
+// charge line, redis_charges.go) for the keys no flush serves, and keeps
+// the store's entry in the prefix's set of debtors, so that every store's
+// gate (redis_gate.go) waits for the others' charges rather than for a
+// guess.
+//
+// Invariant: while Redis answers, owed keys are sent in back-to-back
+// pipelines of settleChunk keys each, without pausing between them, so a
+// table of DefaultMaxOwedKeys keys settles at Redis's speed (tens of
+// thousands of keys a second); while Redis cannot answer, the settler
+// tries every chargeRetryMin, backing off to chargeRetryMax. Before each
+// pipeline it renews its store's entry in the debtors set, and once it
+// owes nothing it drops it; every round it learns whether another store
+// owes (debtors.others). An entry lapses debtorTTL after its last renewal,
+// so a store that died owing holds no gate for longer.
+//
+// It runs while any key owes or is gated, one goroutine a store, and ends
+// by itself when none does or the store is closed.
+//
+// Proved by TestSettleAtRedisSpeed and TestChargesAcrossInstances.
+
+// How often the settler tries to send the charges of idle keys while Redis
+// cannot answer: soon after they are owed, then backing off.
+const (
+	chargeRetryMin = 20 * time.Millisecond
+	chargeRetryMax = 250 * time.Millisecond
+)
+
+// settleChunk is how many keys' charges one pipeline carries.
+const settleChunk = 512
+
+// debtorTTL is how long a store's entry in the debtors set lives unless
+// renewed.
+const debtorTTL = 2 * time.Second
+
+// close stops the settler and drops what is owed: a closed store sends
+// nothing more.
+func (b *batcher) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	clear(b.owed)
+	clear(b.gates)
+	b.gated.Store(0)
+}
+
+// startRetrierLocked starts the settler unless it runs. b.mu is held.
+func (b *batcher) startRetrierLocked() {
+	if !b.retrying && !b.closed {
+		b.retrying = true
+		go b.retryCharges()
+	}
+}
+
+// retryCharges is the settler's loop: it sends the owed charges of keys no
+// flush serves, a chunk at a time, until none is owed and no key is gated.
+// A key whose line is scheduled is left to its flush, which sends the
+// charge ahead of the key's requests.
+func (b *batcher) retryCharges() {
+	wait := chargeRetryMin
+	for {
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+		b.mu.Lock()
+		if len(b.gates) > 0 {
+			b.sweepGatesLocked(b.clock())
+		}
+		if b.closed || len(b.owed) == 0 && len(b.gates) == 0 && !b.debtors.listed() {
+			b.retrying = false
+			b.mu.Unlock()
+			return
+		}
+		taken := b.takeIdleChargesLocked(settleChunk)
+		owes := len(b.owed) > 0
+		b.mu.Unlock()
+		answered := b.debtors.tell(owes)
+		switch {
+		case len(taken) == 0 && answered:
+			wait = chargeRetryMin
+		case len(taken) > 0 && b.sendCharges(taken):
+			wait = 0 // more may be owed: the next chunk at once
+		default:
+			wait = min(2*max(wait, chargeRetryMin/2), chargeRetryMax)
+		}
+	}
+}
+
+// takeIdleChargesLocked takes the owed charges of up to most keys that no
+// flush serves and no call carries. b.mu is held.
+func (b *batcher) takeIdleChargesLocked(most int) []chargeTaken {
+	var taken []chargeTaken
+	for k := range b.owed {
+		if q := b.queues[k]; q != nil && q.scheduled {
+			continue
+		}
+		if c, ok := b.takeChargeLocked(k); ok {
+			if taken = append(taken, c); len(taken) == most {
+				break
+			}
+		}
+	}
+	return taken
+}
+
+// sendCharges sends taken in one pipeline and settles them; it reports
+// whether all were counted.
+func (b *batcher) sendCharges(taken []chargeTaken) bool {
+	g := taken[0].key.l.guard
+	calls := chargeCalls(taken)
+	_ = runCalls(g.wheel.contextFor(g.callTimeout()), taken[0].key.l.client, calls)
+	return b.settleCharges(taken, calls)
+}
+
+// chargeCalls returns a script call per taken charge, each under its own
+// call id, kept for chargeOnceTTL.
+func chargeCalls(taken []chargeTaken) []*scriptCall {
+	calls := make([]*scriptCall, len(taken))
+	for i, c := range taken {
+		l := c.key.l
+		keys := make([]string, len(l.limits)+1)
+		l.keysOf(c.key.key, keys, c.id)
+		args := make([]any, 0, 2+len(l.limitArgs))
+		args = append(args, chargeList(c.cost))
+		args = append(append(args, l.limitArgs...), chargeOnceTTLArg)
+		calls[i] = &scriptCall{l: l, keys: keys, args: args, charge: true}
+	}
+	return calls
+}
+
+// chargeList is the scripts' request of a charge of cost: it takes up to
+// cost units, what is left when less is.
+func chargeList(cost int64) string { return "c" + strconv.FormatInt(cost, 10) }
+
+// debtors is a store's view of the prefix's set of stores that owe charges
+// (lua.Debtors): its own entry, and whether another store owed at the last
+// ask. A nil *debtors (a batcher made without a store) does nothing.
+type debtors struct {
+	client  redis.UniversalClient
+	key, id string
+	timeout time.Duration
+	others  atomic.Bool // another store owed at the last answer
+	// in: this store's entry may be in the set (the settler's alone).
+	in bool
+}
+
+var debtorsScript = redis.NewScript(lua.Debtors)
+
+// newDebtors returns the view of store id on prefix's set.
+func newDebtors(client redis.UniversalClient, prefix, id string, timeout time.Duration) *debtors {
+	return &debtors{client: client, key: prefix + ":debtors", id: id, timeout: timeout}
+}
+
+// listed reports whether this store's entry may still be in the set.
+func (d *debtors) listed() bool { return d != nil && d.in }
+
+// othersOwe reports whether another store owed at the last answer.
+func (d *debtors) othersOwe() bool { return d != nil && d.others.Load() }
+
+// tell renews this store's entry when it owes, drops it when it does not,
+// learns whether others owe, and reports whether Redis answered.
+func (d *debtors) tell(owes bool) bool {
+	if d == nil {
+		return true
+	}
+	op := "?"
+	switch {
+	case owes:
+		op = "+"
+	case d.in:
+		op = "-"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
+	defer cancel()
+	n, err := debtorsScript.Run(ctx, d.client, []string{d.key}, d.id, op, debtorTTL.Milliseconds()).Int64()
+	if owes {
+		d.in = true // it may be listed even if the reply was lost
+	}
+	if err != nil {
+		return false
+	}
+	if !owes {
+		d.in = false
+	}
+	d.others.Store(n > 0)
+	return true
+}
