@@ -78,6 +78,11 @@ type Store struct {
 // call, which carries an id of its own, then returns its first run's answer
 // instead of deciding again. A Client with MaxRetries -1 never sends a call
 // again, so its calls carry no id and Redis keeps no replies for them.
+//
+// New asks Redis for its maxmemory-policy, waiting for the answer at most
+// the store's timeout (WithTimeout), and asks again every minute: while
+// Redis may evict the store's keys, its limiters decide by the FailureMode
+// (see CheckEvictionPolicy and WithEvictionAllowed).
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	cfg, err := newConfig(opts)
 	if isNilValue(client) && err == nil {
@@ -95,15 +100,21 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		}
 		s.local = memstore.New(memstore.WithClock(cfg.clock))
 		s.guard.denials.follow(client, cfg.prefix, cfg.clock, s.guard.logger)
+		if !cfg.redis.evictionAllowed {
+			s.guard.evict = watchEviction(client, s.guard.logger, cfg.redis.mode)
+			s.guard.evict.await(cfg.redis.timeout)
+		}
 	}
 	return s
 }
 
-// Close ends what the store runs in the background: the subscription that
-// keeps its denial cache in step with refunds and resets made through
-// other stores (see DenialCacheBound), which starts when the store first
-// caches a denial. It does not close the client, which the caller owns;
-// closing the client ends the subscription too, within a second. The
+// Close ends what the store runs in the background, and waits for it: the
+// subscription that keeps its denial cache in step with refunds and resets
+// made through other stores (see DenialCacheBound), which starts when the
+// store first caches a denial, and the reading of Redis's eviction policy.
+// It does not close the client, which the caller owns; closing the client
+// ends the subscription too, within a second, and the policy's reading at
+// its next read. The
 // store's limiters go on deciding after Close, but a cached denial then
 // answers only for DenialCacheBound after its request. Close always
 // returns nil.
@@ -111,6 +122,7 @@ func (s *Store) Close() error {
 	if s.guard != nil {
 		s.guard.denials.close()
 		s.guard.batcher.close()
+		s.guard.evict.close()
 	}
 	return nil
 }
