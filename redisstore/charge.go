@@ -17,6 +17,9 @@ func (l *redisLimiter) Charge(ctx context.Context, key string, cost int) (algori
 	if err != nil {
 		return algorithms.Result{}, err
 	}
+	if l.guard.evict.distrusted() != nil && l.guard.mode == FailLocal {
+		return l.chargeTwin(key, int(c)), nil
+	}
 	list := "o" + strconv.FormatInt(c, 10)
 	var res []algorithms.Result
 	var id uint64
@@ -39,4 +42,23 @@ func (l *redisLimiter) Charge(ctx context.Context, key string, cost int) (algori
 		return algorithms.Result{}, fmt.Errorf("redisstore: charge: %w", err)
 	}
 	return res[0], nil
+}
+
+// chargeTwin charges the local twin, which decides while Redis may evict
+// (see eviction_watch.go), and owes the charge to Redis as the twin's
+// admissions are, so that Redis knows of it should it decide again.
+func (l *redisLimiter) chargeTwin(key string, cost int) algorithms.Result {
+	b := l.guard.batcher
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	res, err := l.twin.Charge(context.Background(), key, cost)
+	b.chargeLocked(queueKey{l, key}, cost, true, 0)
+	if err != nil {
+		// Not for a charge ChargeArgs took; were it to happen, the
+		// strict side.
+		return l.uncounted(false, algorithms.DecidedLocally)
+	}
+	res.Index = l.twinIndex[res.Index]
+	res.Decider = algorithms.DecidedLocally
+	return res
 }

@@ -91,6 +91,9 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 	if err := ctx.Err(); err != nil {
 		return l.ended(ctx, key, err)
 	}
+	if e := g.evict.distrusted(); e != nil {
+		return l.fail(key, e, nil)
+	}
 	ok, probe := g.breaker.Allow(now)
 	if !ok {
 		return l.fail(key, errBreakerOpen, nil)

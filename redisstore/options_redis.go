@@ -91,6 +91,9 @@ type redisConfig struct {
 	logger      *slog.Logger
 	observer    Observer
 	noBatching  bool
+	// evictionAllowed: Redis decides whatever its maxmemory-policy
+	// (WithEvictionAllowed).
+	evictionAllowed bool
 }
 
 func defaultRedisConfig() redisConfig {
@@ -193,4 +196,16 @@ func WithLogger(l *slog.Logger) Option {
 // mishandles pipelined EVALSHA, or to count commands one per decision.
 func WithBatching(on bool) Option {
 	return func(c *config) { c.redis.noBatching = !on }
+}
+
+// WithEvictionAllowed lets Redis decide even when its maxmemory-policy may
+// evict the store's keys: anything but noeviction, with maxmemory set (every
+// key the store writes has a TTL, so volatile-* policies evict them too).
+// Without it such a store decides by its FailureMode, and says why in the
+// log when it starts and at most once a minute after. With it the store
+// does not read the policy, and an evicted state reads as a fresh one: a
+// flood of new identities that fills Redis's memory can give an exhausted
+// client its whole quota again. For those who take that risk.
+func WithEvictionAllowed() Option {
+	return func(c *config) { c.redis.evictionAllowed = true }
 }

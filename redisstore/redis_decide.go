@@ -53,6 +53,11 @@ type guard struct {
 	// seconds. Nil for other clients.
 	reload     func()
 	lastReload atomic.Int64
+
+	// evict says whether Redis may evict the store's keys, in which case
+	// it does not decide (see eviction_watch.go). Nil under
+	// WithEvictionAllowed.
+	evict *evictionWatch
 }
 
 func newGuard(cfg config, pool int) *guard {
@@ -119,6 +124,9 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 	}
 	if err := ctx.Err(); err != nil {
 		return l.ended(ctx, key, cost, err)
+	}
+	if e := g.evict.distrusted(); e != nil {
+		return l.fail(key, cost, e)
 	}
 	ok, probe := g.breaker.Allow(now)
 	if !ok {
@@ -333,8 +341,12 @@ func (g *guard) callTimeout() time.Duration {
 }
 
 // logFailure logs why Redis did not decide, at most once a second per
-// store. Redis's errors carry no keys.
+// store. Redis's errors carry no keys. An evicting Redis is the eviction
+// watch's to log, at most once a minute.
 func (g *guard) logFailure(err error) {
+	if _, ok := err.(*evictionError); ok {
+		return
+	}
 	now := g.clock().UnixNano()
 	last := g.lastLog.Load()
 	if last != 0 && now-last < int64(time.Second) || !g.lastLog.CompareAndSwap(last, now) {

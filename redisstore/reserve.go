@@ -37,6 +37,9 @@ func (l *redisLimiter) Reserve(ctx context.Context, key string, cost int, maxDel
 	if err := ctx.Err(); err != nil {
 		return l.ended(ctx, key, cost, err)
 	}
+	if e := g.evict.distrusted(); e != nil {
+		return l.fail(key, cost, e)
+	}
 	ok, probe := g.breaker.Allow(now)
 	if !ok {
 		return l.fail(key, cost, errBreakerOpen)

@@ -6,8 +6,9 @@
 // replies (redis_once.go), deadlines (deadline.go), the denial cache
 // (denials.go, denials_sync.go), the local decider and its charges
 // (redis_charges.go), the gate after a fault (redis_gate.go), Redis's last
-// answer (redis_lastsaid.go), version checks (redis_version.go) and
-// migrating Cluster slots (redis_migrate.go); a decision waits in a waiter
+// answer (redis_lastsaid.go), version checks (redis_version.go),
+// migrating Cluster slots (redis_migrate.go) and Redis's eviction policy
+// (eviction_policy.go, eviction_watch.go); a decision waits in a waiter
 // (waiter.go), and a call's keys, arguments and reply are laid out in
 // args.go. While Redis cannot decide, a memstore limiter of this
 // instance's share decides (FailLocal).
@@ -79,6 +80,11 @@ type Store struct {
 // call, which carries an id of its own, then returns its first run's answer
 // instead of deciding again. A Client with MaxRetries -1 never sends a call
 // again, so its calls carry no id and Redis keeps no replies for them.
+//
+// New asks Redis for its maxmemory-policy, waiting for the answer at most
+// the store's timeout (WithTimeout), and asks again every minute: while
+// Redis may evict the store's keys, its limiters decide by the FailureMode
+// (see CheckEvictionPolicy and WithEvictionAllowed).
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	cfg, err := newConfig(opts)
 	if isNilValue(client) && err == nil {
@@ -97,15 +103,21 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		s.guard.batcher.debtors = newDebtors(client, cfg.prefix, s.guard.ids.prefix, s.guard.callTimeout())
 		s.local = memstore.New(memstore.WithClock(cfg.clock))
 		s.guard.denials.follow(client, cfg.prefix, cfg.clock, s.guard.logger)
+		if !cfg.redis.evictionAllowed {
+			s.guard.evict = watchEviction(client, s.guard.logger, cfg.redis.mode)
+			s.guard.evict.await(cfg.redis.timeout)
+		}
 	}
 	return s
 }
 
-// Close ends what the store runs in the background: the subscription that
-// keeps its denial cache in step with refunds and resets made through
-// other stores (see DenialCacheBound), which starts when the store first
-// caches a denial. It does not close the client, which the caller owns;
-// closing the client ends the subscription too, within a second. The
+// Close ends what the store runs in the background, and waits for it: the
+// subscription that keeps its denial cache in step with refunds and resets
+// made through other stores (see DenialCacheBound), which starts when the
+// store first caches a denial, and the reading of Redis's eviction policy.
+// It does not close the client, which the caller owns; closing the client
+// ends the subscription too, within a second, and the policy's reading at
+// its next read. The
 // store's limiters go on deciding after Close, but a cached denial then
 // answers only for DenialCacheBound after its request. Close always
 // returns nil.
@@ -113,6 +125,7 @@ func (s *Store) Close() error {
 	if s.guard != nil {
 		s.guard.denials.close()
 		s.guard.batcher.close()
+		s.guard.evict.close()
 	}
 	return nil
 }
