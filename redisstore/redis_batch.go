@@ -29,7 +29,7 @@ type batcher struct {
 	maxOwed  int
 	retrying bool     // the settler runs (settler.go)
 	debtors  *debtors // the prefix's stores that owe; nil: not followed
-	closed   bool // the store is closed: nothing more is sent
+	closed   bool     // the store is closed: nothing more is sent
 
 	// The gate after a fault (see redis_gate.go): keys whose Redis
 	// admissions the twin must confirm, until when (zero: while owed).
