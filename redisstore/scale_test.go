@@ -1,0 +1,224 @@
+//go:build scale
+
+// The fault path's bounds at scale: tens of thousands of identities, three
+// stores on separate clients, the fault beginning before the load. These
+// take minutes; `make test-scale` runs them (go test -tags scale).
+
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// scaleStores returns n stores on separate clients of srv, each with
+// opts, and a limiter of alg and limits on each.
+func scaleStores(t *testing.T, srv *redistest.Server, n int, alg algorithms.Algorithm, limits []algorithms.Limit, opts ...Option) ([]*Store, []algorithms.RateLimiter) {
+	t.Helper()
+	var stores []*Store
+	var ls []algorithms.RateLimiter
+	for range n {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 16})
+		t.Cleanup(func() { _ = c.Close() })
+		s := New(c, append([]Option{WithInstances(n), WithLogger(quietLogger())}, opts...)...)
+		t.Cleanup(func() { _ = s.Close() })
+		l, err := algorithms.New(s, alg, limits...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores, ls = append(stores, s), append(ls, l)
+	}
+	return stores, ls
+}
+
+// spend sends each of keys per requests to the limiters in turn, from 16
+// goroutines, and adds what each key was admitted to admitted.
+func spend(t *testing.T, ls []algorithms.RateLimiter, keys, per int, admitted []atomic.Int32) {
+	t.Helper()
+	forEachKeyN(16, keys, func(i int) {
+		for r := range per {
+			res, err := ls[(i+r)%len(ls)].Allow(context.Background(), keyName(i), 1)
+			if err != nil {
+				t.Errorf("key %d: %v", i, err)
+				return
+			}
+			if res.Allowed {
+				admitted[i].Add(1)
+			}
+		}
+	})
+}
+
+// overBound counts the keys admitted more than bound, and the most any was.
+func overBound(admitted []atomic.Int32, bound int32) (over int, most int32) {
+	for i := range admitted {
+		n := admitted[i].Load()
+		most = max(most, n)
+		if n > bound {
+			over++
+		}
+	}
+	return over, most
+}
+
+// Rows of the fault path's table: keys spend their limit L through Redis
+// (and, for the denied rows, are refused once more), Redis is frozen, and
+// every key asks again: each is admitted at most L + n over the period,
+// at 40,000 and 160,000 identities (the table of answers holds 32,768, the
+// denial cache 100,000), with one store and with three.
+func TestScaleForgottenAnswers(t *testing.T) {
+	cases := []struct {
+		keys, stores, limit int
+		denied              bool
+	}{
+		{40_000, 1, 9, false},
+		{30_000, 3, 9, false},
+		{160_000, 1, 3, true},
+	}
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter, algorithms.TokenBucket, algorithms.LeakyBucket} {
+		for _, c := range cases {
+			if c.keys > 40_000 && alg != algorithms.FixedWindow {
+				continue // one algorithm at the largest size: minutes each
+			}
+			t.Run(fmt.Sprintf("%s/%d keys/%d stores", alg, c.keys, c.stores), func(t *testing.T) {
+				srv := redistest.StartServer(t)
+				_, ls := scaleStores(t, srv, c.stores, alg, []algorithms.Limit{algorithms.PerHour(c.limit)}, WithTimeout(50*time.Millisecond))
+				admitted := make([]atomic.Int32, c.keys)
+				per := c.limit
+				if c.denied {
+					per++
+				}
+				spend(t, ls, c.keys, per, admitted)
+				if over, _ := overBound(admitted, int32(c.limit)); over > 0 {
+					t.Fatalf("%d keys over the limit through Redis", over)
+				}
+				srv.Freeze()
+				defer srv.Thaw()
+				spend(t, ls, c.keys, 3*c.stores, admitted)
+				over, most := overBound(admitted, int32(c.limit+c.stores))
+				t.Logf("%d keys: at most %d admitted each (bound L + n = %d), %d over", c.keys, most, c.limit+c.stores, over)
+				if over > 0 {
+					t.Errorf("%d of %d keys admitted more than L + n = %d (up to %d)", over, c.keys, c.limit+c.stores, most)
+				}
+			})
+		}
+	}
+}
+
+// Three stores, 20,000 identities, Redis frozen before the load: each
+// store's twin admits its share of every key and owes it; Redis thaws and
+// the traffic resumes at once through every store. The charges settle at
+// Redis's speed and the gates hold each key until every store's debts have
+// landed, so no key is admitted more than L + n over the period. The time
+// the three stores take to owe nothing is logged.
+func TestScaleSettleAtRedisSpeed(t *testing.T) {
+	const keys, limit, n = 20_000, 9, 3
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter, algorithms.TokenBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			stores, ls := scaleStores(t, srv, n, alg, []algorithms.Limit{algorithms.PerHour(limit)}, WithTimeout(50*time.Millisecond))
+			admitted := make([]atomic.Int32, keys)
+			srv.Freeze()
+			spend(t, ls, keys, 2*n, admitted)
+			thawed := time.Now()
+			srv.Thaw()
+			done := make(chan time.Duration, 1)
+			go func() {
+				for {
+					owed := 0
+					for _, s := range stores {
+						b := s.guard.batcher
+						b.mu.Lock()
+						owed += len(b.owed)
+						b.mu.Unlock()
+					}
+					if owed == 0 {
+						done <- time.Since(thawed)
+						return
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}()
+			spend(t, ls, keys, 2*n, admitted)
+			select {
+			case d := <-done:
+				t.Logf("%d stores × %d owed keys settled %v after Redis thawed", n, keys, d.Round(time.Millisecond))
+			case <-time.After(30 * time.Second):
+				t.Fatal("charges still owed 30 s after Redis thawed")
+			}
+			spend(t, ls, keys, n, admitted)
+			over, most := overBound(admitted, limit+n)
+			t.Logf("at most %d admitted a key (bound L + n = %d), %d keys over", most, limit+n, over)
+			if over > 0 {
+				t.Errorf("%d of %d keys admitted more than L + n = %d (up to %d)", over, keys, limit+n, most)
+			}
+		})
+	}
+}
+
+// An outage during which one client sends from 65,536 identities (IPv6
+// /64s of one /48) fills the charge table (DefaultMaxOwedKeys): at least
+// 99% of 1,000 other clients' first requests still pass, and no identity
+// is admitted more than L + n.
+func TestScaleOneClientManyIdentities(t *testing.T) {
+	const attackers, honest, limit = 1 << 16, 1000, 10
+	srv := redistest.StartServer(t)
+	stores, ls := scaleStores(t, srv, 1, algorithms.FixedWindow, []algorithms.Limit{algorithms.PerHour(limit)}, WithTimeout(50*time.Millisecond))
+	srv.Stop()
+	l := ls[0]
+	ctx := context.Background()
+	var most atomic.Int32
+	forEachKeyN(16, attackers+100, func(i int) {
+		key := fmt.Sprintf("ip:2001:db8:0:%x::/64", i)
+		n := int32(0)
+		for range limit + 2 {
+			if res, _ := l.Allow(ctx, key, 1); res.Allowed {
+				n++
+			}
+		}
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+	})
+	b := stores[0].guard.batcher
+	b.mu.Lock()
+	owed := len(b.owed)
+	b.mu.Unlock()
+	var served atomic.Int32
+	forEachKeyN(16, honest, func(i int) {
+		if res, _ := l.Allow(ctx, fmt.Sprintf("ip:198.51.%d.%d", i/256, i%256), 1); res.Allowed {
+			served.Add(1)
+		}
+	})
+	t.Logf("%d keys owe; an attacker identity admitted at most %d; %d of %d other clients' first requests passed", owed, most.Load(), served.Load(), honest)
+	if most.Load() > limit+1 {
+		t.Errorf("an attacker identity was admitted %d, over L + n = %d", most.Load(), limit+1)
+	}
+	if served.Load() < honest*99/100 {
+		t.Errorf("%d of %d other clients' first requests passed; want at least 99%%", served.Load(), honest)
+	}
+}
+
+// forEachKeyN runs f for keys 0..n-1 on g goroutines and waits for them.
+func forEachKeyN(g, n int, f func(i int)) {
+	var next atomic.Int64
+	done := make(chan struct{})
+	for range g {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	for range g {
+		<-done
+	}
+}
