@@ -233,7 +233,7 @@ func TestParseErrors(t *testing.T) {
 		{"failure policy", "failure_policy: local\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
 			[]string{`t.yaml:1: failure_policy: "local" is not one of closed, open`}},
 		{"redis bad scheme", "redis: {url: \"http://a:6379\"}\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
-			[]string{"t.yaml:1: redis.url: invalid URL scheme: http"}},
+			[]string{"t.yaml:1: redis.url: not a valid Redis URL (the scheme is not redis, rediss or unix"}},
 		{"redis bad prefix", "redis: {url: \"redis://a:6379\", prefix: \"a{b}\"}\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
 			[]string{"t.yaml:1: redis.prefix: must be 1 to 64 bytes without braces"}},
 		{"redis bad timeout", "redis:\n  url: redis://a:6379\n  timeout: -1s\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
@@ -273,7 +273,7 @@ func TestParseErrors(t *testing.T) {
 func TestParseHidesRedisPassword(t *testing.T) {
 	file := "redis: {url: \"redis://:hunter2@[::1\"}\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n")
 	_, err := Parse([]byte(file), "t.yaml")
-	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "t.yaml:1: redis.url: not a URL") {
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "t.yaml:1: redis.url: not a valid Redis URL (userinfo, host or path could not be parsed") {
 		t.Fatalf("error %v", err)
 	}
 }

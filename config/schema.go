@@ -50,7 +50,9 @@ type Redis struct {
 	URL string
 	// URLEnv names an environment variable holding the URL, read when the
 	// configuration is built; when it is unset or empty the memory store is
-	// used instead.
+	// used instead. A URL that does not parse, or holds a '#', fails Build
+	// with what is wrong, never any part of the URL; a '/', '?', '#', '%'
+	// or '@' in its password must be percent-escaped.
 	URLEnv string
 	// Addr is a standalone server's host:port.
 	Addr string
