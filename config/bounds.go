@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/keyfunc"
 )
 
 // bound is the range of an integer field, both ends allowed.
@@ -16,13 +17,13 @@ func (b bound) String() string { return fmt.Sprintf("%d..%d", b.min, b.max) }
 // bounds is the one table of the integer fields' ranges, by the field's
 // name in the file: the decoder checks every integer against it and every
 // message about a range quotes it, so a field never reports two ranges.
-// Where the algorithms bound a value (rate, burst), the table takes their
-// bound rather than repeating it.
+// Where the algorithms or keyfunc bound a value (rate, burst,
+// ipv6_prefix), the table takes their bound rather than repeating it.
 var bounds = map[string]bound{
 	"rate":         {1, algorithms.MaxRate},
 	"burst":        {1, algorithms.MaxRate},
-	"cost":         {1, algorithms.MaxRate}, // a cost above every quota could never pass
-	"ipv6_prefix":  {0, 128},
+	"cost":         {1, algorithms.MaxRate},      // a cost above every quota could never pass
+	"ipv6_prefix":  {keyfunc.MinIPv6Prefix, 128}, // shorter would put whole networks in one bucket
 	"pool_size":    {1, math.MaxInt32},
 	"instances":    {1, math.MaxInt32},
 	"denial_cache": {0, math.MaxInt32},

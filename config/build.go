@@ -142,6 +142,10 @@ func keyFuncOf(c *Config, p *Policy, trust keyfunc.IPOption, o *options) (keyfun
 	k := p.Key
 	switch k.Kind {
 	case KeyIP:
+		// Checked here too for a Config made in code, in the file's terms.
+		if b := boundOf("ipv6_prefix"); k.IPv6Prefix < b.min || k.IPv6Prefix > b.max {
+			return nil, errAt(c, position{k.at.line, join(k.at.path, "ipv6_prefix")}, "%d is outside %s", k.IPv6Prefix, b)
+		}
 		kf, err := keyfunc.NewIP(trust, keyfunc.IPv6Prefix(k.IPv6Prefix))
 		if err != nil {
 			return nil, errAt(c, k.at, "%v", err)

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -327,5 +328,24 @@ func TestBuildConfigInCode(t *testing.T) {
 	c.Policies["items"].Key.Kind = "cookie"
 	if _, err := c.Build(buildOpts(quiet())...); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `unknown key kind "cookie"`) {
 		t.Fatalf("unknown key kind: %v", err)
+	}
+	c.Policies["items"].Key.Kind = KeyIP
+	// A Key made in code without its prefix has 0, which would put every
+	// IPv6 client in one bucket; so do 31 and 129 fail, 32 and 128 build.
+	for _, tt := range []struct {
+		bits int
+		ok   bool
+	}{{0, false}, {31, false}, {129, false}, {32, true}, {128, true}} {
+		c.Policies["items"].Key.IPv6Prefix = tt.bits
+		rt, err := c.Build(buildOpts(quiet())...)
+		want := fmt.Sprintf("served.yaml:8: policies.items.key.ipv6_prefix: %d is outside 32..128", tt.bits)
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("IPv6Prefix %d: %v", tt.bits, err)
+		case tt.ok:
+			rt.Close()
+		case !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want):
+			t.Errorf("IPv6Prefix %d: error %v, want %q", tt.bits, err, want)
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redisurl"
 )
 
 // connect makes the go-redis client that s describes and says where it
@@ -27,10 +29,10 @@ func connect(c *Config, s storeSettings) (redis.UniversalClient, string, error) 
 	case storeURL, storeAddr:
 		ro := &redis.Options{Addr: s.addrs, DB: s.db}
 		if s.kind == storeURL {
-			if err := checkRedisURL(s.url); err != nil {
+			// The error names what is wrong, never the URL's text.
+			if ro, err = redisurl.Parse(s.url); err != nil {
 				return nil, "", fmt.Errorf("%w: %s: %s: %w", ErrInvalid, c.Name, urlField(c), err)
 			}
-			ro, _ = redis.ParseURL(s.url) // checked above
 		}
 		if s.username != "" {
 			ro.Username = s.username

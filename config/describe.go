@@ -5,9 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redisurl"
 )
 
 // RouteInfo describes one route of a configuration: what it is limited by.
@@ -73,7 +72,7 @@ func (c *Config) DescribeStore() string {
 	case r.URLEnv != "":
 		return "Redis at the URL in $" + r.URLEnv + ", else memory" + tls
 	case r.URL != "":
-		ro, err := redis.ParseURL(r.URL)
+		ro, err := redisurl.Parse(r.URL)
 		if err != nil {
 			return "Redis at an invalid URL"
 		}

@@ -1,14 +1,13 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlimit/redlimit/internal/redisurl"
 	"github.com/redlimit/redlimit/redisstore"
 	"go.yaml.in/yaml/v3"
 )
@@ -190,13 +189,8 @@ func checkAddr(s string) error {
 }
 
 // checkRedisURL parses a Redis URL as the store will. Its errors never
-// repeat the URL, which may hold a password.
+// repeat any part of the URL, which may hold a password.
 func checkRedisURL(s string) error {
-	if _, err := url.Parse(s); err != nil {
-		return errors.New("not a URL (not repeated here: it may hold a password)")
-	}
-	if _, err := redis.ParseURL(s); err != nil {
-		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "redis: "))
-	}
-	return nil
+	_, err := redisurl.Parse(s)
+	return err
 }

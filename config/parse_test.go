@@ -193,7 +193,11 @@ func TestParseErrors(t *testing.T) {
 		{"key field of another kind", strings.Replace(minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"), "key: ip", "key: {kind: ip, header: X-A}", 1),
 			[]string{"t.yaml:3: policies.p.key.header: does not apply to kind ip"}},
 		{"ipv6 prefix too long", strings.Replace(minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"), "key: ip", "key: {kind: ip, ipv6_prefix: 129}", 1),
-			[]string{"t.yaml:3: policies.p.key.ipv6_prefix: 129 is outside 0..128"}},
+			[]string{"t.yaml:3: policies.p.key.ipv6_prefix: 129 is outside 32..128"}},
+		{"ipv6 prefix 0, every IPv6 client in one bucket", strings.Replace(minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"), "key: ip", "key: {kind: ip, ipv6_prefix: 0}", 1),
+			[]string{"t.yaml:3: policies.p.key.ipv6_prefix: 0 is outside 32..128"}},
+		{"ipv6 prefix too short", strings.Replace(minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"), "key: ip", "key: {kind: ip, ipv6_prefix: 31}", 1),
+			[]string{"t.yaml:3: policies.p.key.ipv6_prefix: 31 is outside 32..128"}},
 		{"bad header name", strings.Replace(minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"), "key: ip", `key: {kind: api_key, header: "X Key", known_keys: k}`, 1),
 			[]string{`t.yaml:3: policies.p.key.header: "X Key" is not a header name`}},
 		{"plans without resolver", minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n    plans: {pro: {limits: [{rate: 2, period: 1s}]}}\n"),
@@ -229,7 +233,7 @@ func TestParseErrors(t *testing.T) {
 		{"failure policy", "failure_policy: local\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
 			[]string{`t.yaml:1: failure_policy: "local" is not one of closed, open`}},
 		{"redis bad scheme", "redis: {url: \"http://a:6379\"}\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
-			[]string{"t.yaml:1: redis.url: invalid URL scheme: http"}},
+			[]string{"t.yaml:1: redis.url: not a valid Redis URL (the scheme is not redis, rediss or unix"}},
 		{"redis bad prefix", "redis: {url: \"redis://a:6379\", prefix: \"a{b}\"}\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
 			[]string{"t.yaml:1: redis.prefix: must be 1 to 64 bytes without braces"}},
 		{"redis bad timeout", "redis:\n  url: redis://a:6379\n  timeout: -1s\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n"),
@@ -269,7 +273,7 @@ func TestParseErrors(t *testing.T) {
 func TestParseHidesRedisPassword(t *testing.T) {
 	file := "redis: {url: \"redis://:hunter2@[::1\"}\n" + minimal("    algorithm: fixed_window\n    limits: [{rate: 1, period: 1s}]\n")
 	_, err := Parse([]byte(file), "t.yaml")
-	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "t.yaml:1: redis.url: not a URL") {
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "t.yaml:1: redis.url: not a valid Redis URL (userinfo, host or path could not be parsed") {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -50,7 +50,9 @@ type Redis struct {
 	URL string
 	// URLEnv names an environment variable holding the URL, read when the
 	// configuration is built; when it is unset or empty the memory store is
-	// used instead.
+	// used instead. A URL that does not parse, or holds a '#', fails Build
+	// with what is wrong, never any part of the URL; a '/', '?', '#', '%'
+	// or '@' in its password must be percent-escaped.
 	URLEnv string
 	// Addr is a standalone server's host:port.
 	Addr string
@@ -181,8 +183,11 @@ const (
 type Key struct {
 	// Kind is KeyIP, KeyAPIKey or KeyFunc.
 	Kind string
-	// IPv6Prefix is the prefix IPv6 clients are keyed by (KeyIP; default
-	// keyfunc.DefaultIPv6Prefix).
+	// IPv6Prefix is the prefix IPv6 clients are keyed by (KeyIP): 32
+	// (keyfunc.MinIPv6Prefix) to 128. Parse fills in
+	// keyfunc.DefaultIPv6Prefix when the file gives none; in a Config made
+	// in code it must be set, since Build refuses 0 like any length
+	// outside 32..128.
 	IPv6Prefix int
 	// Header carries the API key (KeyAPIKey; default X-API-Key).
 	Header string

@@ -41,6 +41,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/config"
+	"github.com/redlimit/redlimit/internal/redisurl"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/metrics"
@@ -194,7 +195,8 @@ func openStore(url string, instances int, logger *slog.Logger, obs redisstore.Ob
 	if url == "" {
 		return memstore.New(), "memory (this process only)", func() {}, nil
 	}
-	opts, err := redis.ParseURL(url)
+	// Not redis.ParseURL: its errors quote the URL, which may hold a password.
+	opts, err := redisurl.Parse(url)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("-redis: %w", err)
 	}

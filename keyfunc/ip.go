@@ -25,6 +25,11 @@ const (
 // by full address would let it rotate addresses to escape its limit.
 const DefaultIPv6Prefix = 64
 
+// MinIPv6Prefix is the shortest prefix [IPv6Prefix] accepts. A shorter one
+// would put whole regions' clients in one bucket (at /0, every IPv6 client
+// shares a single key), so it is refused rather than taken as a setting.
+const MinIPv6Prefix = 32
+
 // IPOption configures [IP] and [NewIP].
 type IPOption func(*ipConfig)
 
@@ -70,13 +75,14 @@ func TrustProxies(prefixes ...netip.Prefix) IPOption {
 	}
 }
 
-// IPv6Prefix sets the prefix length, 0 to 128, that IPv6 clients are keyed
-// by (default [DefaultIPv6Prefix]). 128 keys each address on its own.
-// IPv4 clients are always keyed by their full address.
+// IPv6Prefix sets the prefix length, [MinIPv6Prefix] (32) to 128, that
+// IPv6 clients are keyed by (default [DefaultIPv6Prefix]). 128 keys each
+// address on its own. A length outside 32..128, 0 included, makes the
+// option invalid. IPv4 clients are always keyed by their full address.
 func IPv6Prefix(bits int) IPOption {
 	return func(c *ipConfig) {
-		if bits < 0 || bits > 128 {
-			c.fail(fmt.Errorf("%w: IPv6Prefix(%d) is outside 0..128", ErrInvalidOption, bits))
+		if bits < MinIPv6Prefix || bits > 128 {
+			c.fail(fmt.Errorf("%w: IPv6Prefix(%d) is outside %d..128", ErrInvalidOption, bits, MinIPv6Prefix))
 			return
 		}
 		c.v6Bits = bits

@@ -71,7 +71,7 @@ func TestIP(t *testing.T) {
 		{"IPv6 keyed by /64", "[2001:db8:1:2::1]:80", nil, nil, "ip:2001:db8:1:2::/64"},
 		{"IPv6 custom /48", "[2001:db8:1:2::1]:80", nil, []IPOption{IPv6Prefix(48)}, "ip:2001:db8:1::/48"},
 		{"IPv6 /128 is the address", "[2001:db8:1:2::1]:80", nil, []IPOption{IPv6Prefix(128)}, "ip:2001:db8:1:2::1"},
-		{"IPv6 /0 is one bucket", "[2001:db8:1:2::1]:80", nil, []IPOption{IPv6Prefix(0)}, "ip:::/0"},
+		{"IPv6 /32 is the shortest", "[2001:db8:1:2::1]:80", nil, []IPOption{IPv6Prefix(MinIPv6Prefix)}, "ip:2001:db8::/32"},
 		{"IPv6Prefix leaves IPv4 alone", "203.0.113.7:1", nil, []IPOption{IPv6Prefix(48)}, "ip:203.0.113.7"},
 		{"IPv4-mapped trust prefix folded", "10.0.0.1:80", xff("203.0.113.5"),
 			[]IPOption{TrustProxies(netip.MustParsePrefix("::ffff:10.0.0.0/104"))}, "ip:203.0.113.5"},
@@ -113,6 +113,9 @@ func TestIPInvalidOptions(t *testing.T) {
 		opt  IPOption
 	}{
 		{"IPv6Prefix below 0", IPv6Prefix(-1)},
+		{"IPv6Prefix 0: every IPv6 client in one bucket", IPv6Prefix(0)},
+		{"IPv6Prefix 1", IPv6Prefix(1)},
+		{"IPv6Prefix 31, just below the shortest", IPv6Prefix(MinIPv6Prefix - 1)},
 		{"IPv6Prefix above 128", IPv6Prefix(129)},
 		{"zero prefix", TrustProxies(netip.Prefix{})},
 		{"prefix with bad length", TrustProxies(netip.PrefixFrom(netip.MustParseAddr("10.0.0.0"), 33))},

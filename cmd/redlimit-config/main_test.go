@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/redlimit/redlimit/internal/redisurl/redisurltest"
 )
 
 const good = `redis:
@@ -103,6 +105,36 @@ func TestRun(t *testing.T) {
 			}
 			if tt.notAnyWhere != "" && strings.Contains(stdout.String()+stderr.String(), tt.notAnyWhere) {
 				t.Errorf("the output repeats %q", tt.notAnyWhere)
+			}
+		})
+	}
+}
+
+// With -store, a Redis URL that go-redis would refuse (or read as another
+// URL) makes the file invalid, and nothing printed repeats the password,
+// three characters of it, the user or the host.
+func TestRunNeverRepeatsRedisURL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "url.yaml")
+	file := "redis:\n  url_env: RL_CMD_TEST_URL\npolicies:\n  search:\n    algorithm: fixed_window\n" +
+		"    limits: [{rate: 5, period: 1s}]\n    key: ip\nroutes:\n  - {method: GET, path: /api/search, policy: search}\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range redisurltest.Malformed {
+		t.Run(tt.Name, func(t *testing.T) {
+			t.Setenv("RL_CMD_TEST_URL", tt.URL)
+			var stdout, stderr bytes.Buffer
+			if got := run([]string{"-store", path}, &stdout, &stderr); got != 1 {
+				t.Errorf("status %d, want 1\nstdout:\n%s\nstderr:\n%s", got, &stdout, &stderr)
+			}
+			want := "url.yaml: redis.url_env (RL_CMD_TEST_URL): not a valid Redis URL (" + tt.Want
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("stderr\n%s\nlacks %q", &stderr, want)
+			}
+			// The temporary directory's random name is not the URL's.
+			out := strings.ReplaceAll(stdout.String()+stderr.String(), path, "url.yaml")
+			if l := tt.Leak(out); l != "" {
+				t.Errorf("the output repeats %q:\n%s%s", l, &stdout, &stderr)
 			}
 		})
 	}
