@@ -2,6 +2,8 @@
 #
 #   make test                 install redis-server, redis-sentinel, wrk and promtool if possible, then run all tests with -race,
 #                             then make test-oldest
+#   make test-scale           the fault path's bounds at scale: tens of thousands of identities, three stores
+#                             (a few minutes; .ci/run runs it after make test)
 #   make test-oldest [PKG_OLDEST=./...]  vet everything and test a fast subset with the oldest supported Go
 #   make bench [BENCH=re] [COUNT=n] [PKG=./algorithms/...]
 #   make lint                 gofmt, go vet, staticcheck
@@ -35,7 +37,7 @@ GO_OLDEST  ?= go1.25.14
 # 10 minutes; vet still compiles every package and test under GO_OLDEST.
 PKG_OLDEST ?= ./config/... ./cmd/... ./example/... ./keyfunc/... ./middleware/... ./metrics/... ./lua/... ./internal/breaker/...
 
-.PHONY: test test-oldest bench lint run fuzz loadtest plots bench-compare bench-http
+.PHONY: test test-scale test-oldest bench lint run fuzz loadtest plots bench-compare bench-http
 
 # The real-Redis tests need redis-server and redis-sentinel, and the alert
 # rules' tests (deploy/) promtool; the script installs them where it
@@ -46,6 +48,14 @@ test:
 	bash .ci/install-redis.sh
 	$(GO) test -race -count=1 -p 1 $(PKG)
 	$(MAKE) test-oldest
+
+# The fault path's bounds per identity at scale (redisstore/scale_test.go,
+# build tag scale): 40,000 and 160,000 identities through a frozen Redis,
+# three stores on separate clients, 65,536 identities of one client. With
+# -race, as every test.
+test-scale:
+	bash .ci/install-redis.sh
+	$(GO) test -race -tags scale -count=1 -p 1 -timeout 40m -run '^TestScale' ./redisstore/
 
 # Builds, vets and tests with GO_OLDEST, so that nothing newer slips in
 # (a language or library feature, or a dependency whose go.mod asks for
