@@ -36,7 +36,7 @@ func (l *redisLimiter) Charge(ctx context.Context, key string, cost int) (algori
 			b := l.guard.batcher
 			b.mu.Lock()
 			_, _ = l.twin.Charge(context.Background(), key, int(c))
-			b.chargeLocked(queueKey{l, key}, int(c), true, doubtOf(err, id))
+			b.chargeLocked(queueKey{l, key}, int(c), true, doubtOf(err, id, callGroup{}))
 			b.mu.Unlock()
 		}
 		return algorithms.Result{}, fmt.Errorf("redisstore: charge: %w", err)
@@ -52,7 +52,7 @@ func (l *redisLimiter) chargeTwin(key string, cost int) algorithms.Result {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	res, err := l.twin.Charge(context.Background(), key, cost)
-	b.chargeLocked(queueKey{l, key}, cost, true, 0)
+	b.chargeLocked(queueKey{l, key}, cost, true, callDoubt{})
 	if err != nil {
 		// Not for a charge ChargeArgs took; were it to happen, the
 		// strict side.

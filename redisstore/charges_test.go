@@ -130,7 +130,7 @@ func TestChargeLine(t *testing.T) {
 	refuse := func() (algorithms.Result, error) { return algorithms.Result{Decider: algorithms.DecidedLocally}, nil }
 	charge := func(key string, cost int, decide func() (algorithms.Result, error)) algorithms.Result {
 		t.Helper()
-		res, err := b.decideAndCharge(l, key, cost, 0, decide)
+		res, err := b.decideAndCharge(l, key, cost, callDoubt{}, decide)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +302,7 @@ func TestChargeNotSentInline(t *testing.T) {
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6"}
 	for _, key := range keys {
 		b.mu.Lock()
-		b.chargeLocked(queueKey{l, key}, 4, false, 0) // four admitted locally
+		b.chargeLocked(queueKey{l, key}, 4, false, callDoubt{}) // four admitted locally
 		b.mu.Unlock()
 		short, cancel := context.WithTimeout(ctx, minRoundTrip/2) // dropped unsent
 		_, _ = l.Allow(short, key, 1)
@@ -348,7 +348,7 @@ func TestGateEnds(t *testing.T) {
 		return b.gatedLocked(queueKey{l, key}, clock.Now())
 	}
 	for _, reset := range []bool{false, true} {
-		if _, err := b.decideAndCharge(l, "k", 1, 0, admit); err != nil {
+		if _, err := b.decideAndCharge(l, "k", 1, callDoubt{}, admit); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Hour)

@@ -22,6 +22,7 @@ type scriptCall struct {
 
 	script *redis.Script // the call's script (see assemble)
 	once   onceArg       // the reply's lifetime, when the call carries an id
+	id     uint64        // the call's id; 0 for none
 
 	charge bool // it sends an owed charge: no jobs, and its reply is not read
 }
@@ -77,8 +78,28 @@ func callsOf(jobs []*job) []*scriptCall {
 	}
 	for _, c := range calls {
 		c.assemble(c.l.once)
+		c.tellJobs()
 	}
 	return calls
+}
+
+// tellJobs tells the jobs of an assembled call which call they went in,
+// so that what the twin admits in their stead after a failure is charged
+// unless the call counted it (see callDoubt): a job alone in its call by
+// the call's id; a job among several also by its place in the call's
+// reply, which the key kept under the last of the call's keys tells.
+func (c *scriptCall) tellJobs() {
+	if c.id == 0 {
+		return
+	}
+	if len(c.jobs) == 1 {
+		c.jobs[0].id = c.id
+		return
+	}
+	once := c.keys[len(c.keys)-1]
+	for n, j := range c.jobs {
+		j.id, j.in = c.id, callGroup{once: once, group: n}
+	}
 }
 
 // oneCall reports whether every job goes in the first one's call.
@@ -108,8 +129,10 @@ func (c *scriptCall) assemble(withOnce bool) {
 	}
 	var idText [32]byte
 	var id []byte
+	c.id = 0
 	if withOnce {
-		id = l.guard.ids.appendID(idText[:0], l.guard.ids.id())
+		c.id = l.guard.ids.id()
+		id = l.guard.ids.appendID(idText[:0], c.id)
 	}
 	size, groups := 0, 0
 	suffixes := 0
@@ -169,6 +192,7 @@ func (c *scriptCall) assembleOne(list string, withOnce bool) {
 	l := c.l
 	c.script = l.scriptOne
 	c.args = append(make([]any, 0, 2), costArg(list))
+	c.id = 0
 	switch {
 	case !withOnce:
 		c.keys = make([]string, 1)
@@ -176,11 +200,13 @@ func (c *scriptCall) assembleOne(list string, withOnce bool) {
 	case recordsInState(l.alg):
 		c.keys = make([]string, 1)
 		l.keysOf(c.jobs[0].key, c.keys, 0)
-		c.once.setRecord(l.guard.ids, l.guard.ids.id())
+		c.id = l.guard.ids.id()
+		c.once.setRecord(l.guard.ids, c.id)
 		c.args = append(c.args, &c.once)
 	default: // the state's key, then the reply's
 		c.keys = make([]string, 2)
-		l.keysOf(c.jobs[0].key, c.keys, l.guard.ids.id())
+		c.id = l.guard.ids.id()
+		l.keysOf(c.jobs[0].key, c.keys, c.id)
 		c.once.set(l.onceTTL)
 		c.args = append(c.args, &c.once)
 	}

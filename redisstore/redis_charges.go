@@ -66,7 +66,28 @@ type owedCharge struct {
 	cost  int64  // admitted locally, not yet sent
 	doubt int64  // sent under id: whether Redis counted it is unknown
 	id    uint64 // the call id doubt goes under, every time it is sent
-	busy  bool   // a call carries doubt now
+	// in: doubt stands for a request of a call that decided several keys,
+	// which the settler asks Redis about before charging (see resolveGroups).
+	in   callGroup
+	busy bool // a call carries doubt now, or the settler asks about it
+}
+
+// callGroup names a key's part in a call that decided several keys: the
+// key that keeps the call's reply, and the key's place among the reply's
+// groups. The zero value names none.
+type callGroup struct {
+	once  string
+	group int
+}
+
+// callDoubt says how to charge what the twin admits in place of a request
+// whose call failed (see doubtOf): id 0, charge it; noCharge, not at all;
+// another id, charge it unless that call counted it: by sending the charge
+// under the call's id, or, for a call of several keys (in), by asking
+// Redis for the call's kept reply first.
+type callDoubt struct {
+	id uint64
+	in callGroup
 }
 
 // chargeTaken is an owed charge taken for one call.
@@ -81,10 +102,8 @@ type chargeTaken struct {
 // admission was made already (its charge is then kept beyond the bound:
 // at most one per request in flight). b.mu is held.
 //
-// doubt says what the admission's own call may have done (see doubtOf):
-// noCharge, nothing to charge; 0, charge it; a call id, charge it unless
-// that call ran, by sending the charge under the call's id.
-func (b *batcher) chargeLocked(key queueKey, cost int, force bool, doubt uint64) bool {
+// doubt says what the admission's own call may have done (see callDoubt).
+func (b *batcher) chargeLocked(key queueKey, cost int, force bool, doubt callDoubt) bool {
 	if doubt == noCharge {
 		return true
 	}
@@ -97,9 +116,9 @@ func (b *batcher) chargeLocked(key queueKey, cost int, force bool, doubt uint64)
 		b.owed[key] = o
 	}
 	switch {
-	case doubt != 0 && !o.busy && (o.doubt == 0 || o.id == doubt):
+	case doubt.id != 0 && !o.busy && (o.doubt == 0 || o.id == doubt.id && o.in == doubt.in):
 		o.doubt += int64(cost)
-		o.id = doubt
+		o.id, o.in = doubt.id, doubt.in
 	default:
 		// Not sent under its call's id: charged whatever that call did,
 		// which errs on the strict side.
@@ -111,21 +130,21 @@ func (b *batcher) chargeLocked(key queueKey, cost int, force bool, doubt uint64)
 
 // noCharge is the doubt of an admission whose own call may have counted it
 // and cannot be asked (it carried no id).
-const noCharge = math.MaxUint64
+var noCharge = callDoubt{id: math.MaxUint64}
 
 // doubtOf says, for a call that failed with err, how to charge what the
-// twin admits in its stead: 0 (charge it) when the call never reached
-// Redis or Redis refused it; else, when it may have run, its id (charge
-// it unless it ran), or noCharge when it carried none.
-func doubtOf(err error, id uint64) uint64 {
+// twin admits in its stead: id 0 (charge it) when the call never reached
+// Redis or Redis refused it; else, when it may have run, its id and in
+// (charge it unless it ran), or noCharge when it carried no id.
+func doubtOf(err error, id uint64, in callGroup) callDoubt {
 	var opErr *net.OpError
 	var redisErr redis.Error
 	switch {
 	case errors.As(err, &redisErr), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed),
 		errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &opErr) && opErr.Op == "dial":
-		return 0
+		return callDoubt{}
 	case id != 0:
-		return id
+		return callDoubt{id: id, in: in}
 	}
 	return noCharge
 }
@@ -135,11 +154,12 @@ func (b *batcher) roomLocked(key queueKey) bool {
 	return b.owed[key] != nil || len(b.owed) < b.maxOwed
 }
 
-// takeChargeLocked takes key's owed charge for a call, if it has one and
-// no call carries it already. b.mu is held.
+// takeChargeLocked takes key's owed charge for a call, if it has one, no
+// call carries it already, and Redis need not be asked about it first
+// (see resolveGroups). b.mu is held.
 func (b *batcher) takeChargeLocked(key queueKey) (chargeTaken, bool) {
 	o := b.owed[key]
-	if o == nil || o.busy {
+	if o == nil || o.busy || o.doubt > 0 && o.in != (callGroup{}) {
 		return chargeTaken{}, false
 	}
 	if o.doubt == 0 {
@@ -200,7 +220,7 @@ func (b *batcher) ownsChargeLocked(key queueKey) bool { return b.owed[key] != ni
 // (the twin's decision: twinDecides) and, when it admits it, adds cost to the key's owed
 // charge (doubt: see chargeLocked) and gates the key (see redis_gate.go),
 // all under b.mu (see the charge line's invariant above).
-func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt uint64, decide func() (algorithms.Result, error)) (algorithms.Result, error) {
+func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt callDoubt, decide func() (algorithms.Result, error)) (algorithms.Result, error) {
 	return b.admitLocally(l, key, cost, decide, func(id queueKey) {
 		b.chargeLocked(id, cost, false, doubt)
 	})

@@ -276,7 +276,7 @@ func (l *redisLimiter) failVia(key string, cost int, cause error, local func(key
 // local is the local twin's decision of a request Redis could not decide,
 // charged to Redis when it admits.
 func (l *redisLimiter) local(key string, cost int) (algorithms.Result, error) {
-	return l.guard.batcher.decideAndCharge(l, key, cost, 0, func() (algorithms.Result, error) { return l.twinDecides(key, cost) })
+	return l.guard.batcher.decideAndCharge(l, key, cost, callDoubt{}, func() (algorithms.Result, error) { return l.twinDecides(key, cost) })
 }
 
 // twinDecides is the local twin's decision of a request, starting from

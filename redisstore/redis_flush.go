@@ -16,7 +16,8 @@ type job struct {
 	costs   []int
 	results []algorithms.Result
 	err     error
-	id      uint64 // the call's id, when the key had a call of its own
+	id      uint64    // the call's id, when it carried one
+	in      callGroup // the job's part of a call of several keys
 
 	// The storage of costs and results for a key with one request, the
 	// common case: no allocation of their own.
@@ -114,6 +115,7 @@ func (l *redisLimiter) prepare(j *job, key string, batch []*waiter, sent time.Ti
 		costs = append(costs, w.cost)
 	}
 	j.l, j.key, j.live, j.costs = l, key, live, costs
+	j.id, j.in = 0, callGroup{}
 	return true
 }
 
@@ -152,12 +154,12 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 		g.reportError(j.err, sent)
 		// Whether the call ran is unknown unless it never left: what the
 		// twin admits is then charged unless the call ran (see doubtOf).
-		doubt := doubtOf(j.err, j.id)
-		if doubt != 0 && doubt != noCharge && len(j.costs) > 1 {
+		doubt := doubtOf(j.err, j.id, j.in)
+		if doubt.id != 0 && doubt != noCharge && len(j.costs) > 1 {
 			// A call of several requests keeps its reply when it admitted
 			// any of them, so a charge under its id would be swallowed for
 			// those it denied: charge them all, the strict side.
-			doubt = 0
+			doubt = callDoubt{}
 		}
 		var gone []*waiter
 		for _, w := range j.live {

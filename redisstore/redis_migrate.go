@@ -43,6 +43,10 @@ func (c *scriptCall) carriesOnce() bool {
 // a slot in migration: c itself, stripped, when it has at most one job (a
 // charge has none), else a call per job.
 func (c *scriptCall) withoutOnce() []*scriptCall {
+	c.id = 0
+	for _, j := range c.jobs {
+		j.id, j.in = 0, callGroup{} // no reply kept: nothing to ask
+	}
 	if len(c.jobs) <= 1 {
 		c.keys, c.args = c.keys[:len(c.keys)-1], c.args[:len(c.args)-1]
 		return []*scriptCall{c}

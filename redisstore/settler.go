@@ -18,7 +18,8 @@ import (
 // guess.
 //
 // Invariant: while Redis answers, owed keys are sent in back-to-back
-// pipelines of settleChunk keys each, without pausing between them, so a
+// pipelines of settleChunk keys each (after asking Redis about the
+// doubts of grouped calls: see call_groups.go), without pausing between them, so a
 // table of DefaultMaxOwedKeys keys settles at Redis's speed (tens of
 // thousands of keys a second); while Redis cannot answer, the settler
 // tries every chargeRetryMin, backing off to chargeRetryMax. Before each
@@ -84,17 +85,24 @@ func (b *batcher) retryCharges() {
 			b.mu.Unlock()
 			return
 		}
+		asks := b.takeGroupDoubtsLocked(settleChunk)
 		taken := b.takeIdleChargesLocked(settleChunk)
 		owes := len(b.owed) > 0
 		b.mu.Unlock()
 		answered := b.debtors.tell(owes)
+		if len(asks) > 0 {
+			answered = b.resolveGroups(asks) && answered
+		}
+		if len(taken) > 0 {
+			answered = b.sendCharges(taken) && answered
+		}
 		switch {
-		case len(taken) == 0 && answered:
-			wait = chargeRetryMin
-		case len(taken) > 0 && b.sendCharges(taken):
+		case !answered:
+			wait = min(2*max(wait, chargeRetryMin/2), chargeRetryMax)
+		case len(asks) > 0 || len(taken) > 0:
 			wait = 0 // more may be owed: the next chunk at once
 		default:
-			wait = min(2*max(wait, chargeRetryMin/2), chargeRetryMax)
+			wait = chargeRetryMin
 		}
 	}
 }

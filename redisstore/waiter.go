@@ -37,7 +37,7 @@ type waiter struct {
 	// meanwhile (see decideSent).
 	outcome   int8
 	localCost int
-	doubt     uint64 // of a waiter whose call failed: see doubtOf
+	doubt     callDoubt // of a waiter whose call failed: see doubtOf
 }
 
 // minRoundTrip is the least time before its deadline for a waiter to be
@@ -53,7 +53,7 @@ func newWaiter(cost int, deadline time.Time, probe bool) *waiter {
 	w := waiters.Get().(*waiter)
 	w.cost, w.deadline, w.probe = cost, deadline, probe
 	w.res, w.err = algorithms.Result{}, nil
-	w.outcome, w.localCost, w.doubt = outcomeUnknown, 0, 0
+	w.outcome, w.localCost, w.doubt = outcomeUnknown, 0, callDoubt{}
 	w.state.Store(waiterQueued)
 	return w
 }
