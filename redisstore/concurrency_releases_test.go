@@ -297,8 +297,8 @@ func (p *pipelineCount) take() (pipelines, cmds int) {
 
 // While Redis does not answer, the line backs off (a few attempts a
 // second, not a busy loop); once it answers, the line drains in pipelined
-// batches of releaseBatch leases, one after the other: 300 leases in 3
-// pipelines, each setting the tombstone and removing the lease.
+// batches (releaseBatch leases), one after the other: 300 leases in 3
+// pipelines, each setting the tombstones and removing the leases.
 func TestReleaseLineBatchesAndBackoff(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1})
@@ -322,8 +322,9 @@ func TestReleaseLineBatchesAndBackoff(t *testing.T) {
 	waitLineEmpty(t, st.guard.releases, 2*releaseRetryMax+time.Second)
 	pipelines, cmds := count.take()
 	t.Logf("drained %d leases %s after Redis was back, in %d pipelines of %d commands", n, time.Since(began), pipelines, cmds)
-	if pipelines > (n+releaseBatch-1)/releaseBatch+1 || cmds > 2*n+2*releaseBatch {
-		t.Errorf("%d pipelines, %d commands for %d leases; want batches of %d", pipelines, cmds, n, releaseBatch)
+	// Batches of at least 100 leases, and the new connection's handshake.
+	if pipelines > (n+99)/100+1 || cmds > 2*n+2*100 {
+		t.Errorf("%d pipelines, %d commands for %d leases; want batches of at least 100", pipelines, cmds, n)
 	}
 	direct := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer direct.Close()
