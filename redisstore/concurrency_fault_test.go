@@ -19,16 +19,21 @@ const faultClients = 20
 
 // The measured fault: limit 1, lease 1 min, 20 clients in flight while
 // Redis is paused (CLIENT PAUSE) or frozen (SIGSTOP) for a second, with
-// go-redis's default client (which sends a call again when its reply is
-// lost) and with the recommended one (ContextTimeoutEnabled, which gives
-// up on a call at its deadline). Whether the leases were taken before the
+// go-redis's default client, the recommended one (ContextTimeoutEnabled,
+// which gives up on a call at its deadline) and one whose short reads send
+// calls again in the fault, copies that a frozen Redis runs once it
+// resumes. Whether the leases were taken before the
 // fault or stand in for calls the fault left unanswered, and whether they
 // are released in the fault or after it, within a second of Redis
 // answering again no lease of theirs is left in Redis, and each client's
 // next Acquire that Redis decides is granted.
 func TestConcurrencyLeasesReleasedAfterFault(t *testing.T) {
-	clients := map[string]bool{"default": false, "recommended": true} // ContextTimeoutEnabled
-	for _, client := range []string{"default", "recommended"} {
+	clients := map[string]redis.Options{
+		"default":     {},
+		"recommended": {ContextTimeoutEnabled: true},
+		"short-reads": {ReadTimeout: 200 * time.Millisecond}, // calls sent again in the fault
+	}
+	for _, client := range []string{"default", "recommended", "short-reads"} {
 		for _, fault := range []string{"pause", "freeze"} {
 			for _, tc := range []struct {
 				name          string
@@ -46,9 +51,10 @@ func TestConcurrencyLeasesReleasedAfterFault(t *testing.T) {
 	}
 }
 
-func testLeasesAfterFault(t *testing.T, ctxTimeouts bool, fault string, before, after bool) {
+func testLeasesAfterFault(t *testing.T, opts redis.Options, fault string, before, after bool) {
 	srv := redistest.StartServer(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: ctxTimeouts})
+	opts.Addr = srv.Addr
+	c := redis.NewClient(&opts)
 	defer c.Close()
 	direct := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer direct.Close()
@@ -80,9 +86,10 @@ func testLeasesAfterFault(t *testing.T, ctxTimeouts bool, fault string, before, 
 	for i := range faultClients {
 		held = append(held, leasesGone(t, direct, "rl:{"+clientKey(i)+"}:cc", time.Until(answering.Add(time.Second)))...)
 	}
+	gone := time.Since(answering).Round(time.Millisecond)
 	refused := refusedAfter(t, l)
-	t.Logf("%s: %d of %d leases held in Redis a second after it answered again; %d of %d acquires refused by Redis",
-		fault, len(held), faultClients, refused, faultClients)
+	t.Logf("%d of %d leases held in Redis a second after it answered again (checked until %s after); %d of %d acquires refused by Redis",
+		len(held), faultClients, gone, refused, faultClients)
 	if len(held) != 0 || refused != 0 {
 		t.Errorf("%d leases held in Redis, %d acquires refused after the fault; want none", len(held), refused)
 	}
