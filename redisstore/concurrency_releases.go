@@ -16,32 +16,38 @@ import (
 // answers again, and no copy of its Acquire's call grants it after that.
 // Whatever made it doubtful (an Acquire's call that failed after it may
 // have run, an Acquire that gave up waiting for its call, a Release that
-// could not reach Redis or was not sent while the breaker was open), the
-// lease goes into the line, and a goroutine of the store sends its
-// release, backing off from releaseRetryMin to releaseRetryMax while
-// Redis does not answer, and in pipelined batches of up to releaseBatch
-// leases, one after the other, once it does, until Redis has answered
-// each. A release from the line sets the lease's tombstone before it
-// removes the lease; the acquire script grants no lease whose tombstone
-// exists, so a copy of the call (go-redis sends a call again when its
-// reply is lost, and a frozen Redis runs what waited in its input once it
-// resumes) grants nothing after the release. The tombstone lives onceTTL,
-// longer than any copy of the call can reach Redis (see redis_once.go). A
-// Release of a lease Redis granted sets it too when the Acquire's call was
-// written more than once (memberArg), and is one ZREM otherwise.
+// could not reach Redis or was not sent while the breaker was open: that
+// Release still returns its error), the lease goes into the line, and a
+// goroutine of the store sends its release, backing off from
+// releaseRetryMin to releaseRetryMax while Redis does not answer, and in
+// pipelined batches of up to releaseBatch leases, one after the other,
+// once it does, until Redis has answered each. A release from the line
+// sets the lease's tombstone before it removes the lease; the acquire
+// script grants no lease whose tombstone exists, so a copy of the call
+// (go-redis sends a call again when its reply is lost, and a frozen Redis
+// runs what waited in its input once it resumes) grants nothing after the
+// release. The tombstone lives onceTTL (see redis_once.go): a copy is sent
+// within half of it after the call, and a Redis that runs the release
+// reads at once what waits in its input. A Release of a lease Redis
+// granted sets the tombstone too when the Acquire's call was written more
+// than once (memberArg), and is one ZREM otherwise. A call never written
+// (no connection) is dropped from the line: Redis holds nothing of it.
 //
 // Memory is bounded: at most DefaultMaxReleases leases, about 150 bytes
-// each. When the line is full, an Acquire whose lease Redis may hold is
-// refused locally under FailLocal (FailOpen admits and FailClosed refuses
-// as ever), a tighter limit rather than a request admitted beside a lease
-// that no one gives back; a Release that cannot reach Redis leaves its
-// lease to expire after the lease duration. After Store.Close the line
-// takes nothing: such leases expire in Redis.
+// each plus the key (10 MB with keys of 12 bytes). When the line is full,
+// an Acquire whose lease Redis may hold is refused locally under FailLocal
+// (FailOpen admits and FailClosed refuses as ever), a tighter limit rather
+// than a request admitted beside a lease that no one gives back; a Release
+// that cannot reach Redis leaves its lease to expire after the lease
+// duration. After Store.Close the line takes nothing: such leases expire
+// in Redis.
 //
 // Proved by TestConcurrencyLeasesReleasedAfterFault (limit 1, 20 clients
-// in flight while Redis is paused or frozen a second),
-// TestConcurrencyResendAfterRelease (a copy of the call after the release
-// grants nothing), TestReleaseLineFull and TestReleaseLineClose.
+// in flight while Redis is paused or frozen a second, three go-redis
+// clients), TestConcurrencyResendAfterRelease (a copy of the call after
+// the release grants nothing; a lease whose call was written once is
+// released with one ZREM), TestReleaseLineFull, TestReleaseLineClose,
+// TestReleaseLineBatchesAndBackoff and TestReleaseLineAdd.
 
 // DefaultMaxReleases bounds the leases a Redis store holds to release from
 // Redis after a fault (see the release line).

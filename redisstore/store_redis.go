@@ -7,10 +7,11 @@
 // (denials.go, denials_sync.go), the local decider and its charges
 // (redis_charges.go), the gate after a fault (redis_gate.go), Redis's last
 // answer (redis_lastsaid.go), version checks (redis_version.go),
-// migrating Cluster slots (redis_migrate.go) and Redis's eviction policy
-// (eviction_policy.go, eviction_watch.go); a decision waits in a waiter
-// (waiter.go), and a call's keys, arguments and reply are laid out in
-// args.go. While Redis cannot decide, a memstore limiter of this
+// migrating Cluster slots (redis_migrate.go), Redis's eviction policy
+// (eviction_policy.go, eviction_watch.go) and the release of concurrency
+// leases after a fault (concurrency_releases.go); a decision waits in a
+// waiter (waiter.go), and a call's keys, arguments and reply are laid out
+// in args.go. While Redis cannot decide, a memstore limiter of this
 // instance's share decides (FailLocal).
 package redisstore
 
