@@ -77,12 +77,14 @@ type Lease struct {
 // Release gives the slot back. It is safe to call more than once and on a
 // Lease that was not allowed (both do nothing), and from any goroutine. A
 // lease taken in Redis is removed there with one command within the store's
-// timeout; if Redis cannot be reached the error is returned and the lease
-// expires on its own after the lease duration. A lease taken locally, while
-// Redis could not decide, is released locally; when Redis may have run the
-// Acquire's call whose reply never came, the lease Redis may hold is also
-// removed there, best effort (it is first tried right after the failed
-// call): it could otherwise hold a slot for the whole lease.
+// timeout; if Redis cannot be reached the error is returned, and the Redis
+// store sends the release again until Redis answers (see
+// redisstore.DefaultMaxReleases; a lease it cannot take expires on its own
+// after the lease duration). A lease taken locally, while Redis could not
+// decide, is released locally; a lease Redis may hold for the Acquire's
+// call that failed or was given up on is removed from Redis by the store
+// as soon as Redis answers, whenever the Lease is released: it could
+// otherwise hold a slot for the whole lease.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil || l.Owner == nil || !l.released.CompareAndSwap(false, true) {
 		return nil

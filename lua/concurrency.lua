@@ -1,13 +1,16 @@
 -- A concurrency limit: KEYS[1] is a sorted set of the leases a key holds,
 -- each member a lease id scored by when it expires, in microseconds on
 -- Redis's clock; an id ends in "/<lease µs>", the lease it was taken for.
--- ARGV[1] is the limit, ARGV[2] the lease in microseconds, ARGV[3] the new
--- lease's id. Leases that expired (never released: their instance crashed)
--- are dropped first. Returns "1 <held> 0" when the lease is taken (held
--- counts it), or "0 <held> <µs until the earliest lease expires>" when the
--- limit is reached; a denial adds nothing. A call may reach Redis twice (a
--- client sends it again when its reply was lost): a lease id already held
--- is that same acquire, granted without a second count.
+-- KEYS[2] is the new lease's tombstone, which its release sets. ARGV[1] is
+-- the limit, ARGV[2] the lease in microseconds, ARGV[3] the new lease's id.
+-- Leases that expired (never released: their instance crashed) are dropped
+-- first. Returns "1 <held> 0" when the lease is taken (held counts it),
+-- "0 <held> <µs until the earliest lease expires>" when the limit is
+-- reached, or "2 <held> 0" when the lease was released already; a denial
+-- adds nothing. A call may reach Redis twice (a client sends it again when
+-- its reply was lost): a lease id already held is that same acquire,
+-- granted without a second count, and one whose tombstone exists was
+-- released before this run, which grants it no more.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local key = KEYS[1]
@@ -34,10 +37,14 @@ end
 
 local held = redis.call('ZCARD', key)
 local granted = redis.call('ZSCORE', key, ARGV[3]) ~= false
+local released = false
 if not granted and held < limit then
-  redis.call('ZADD', key, us(now + lease), ARGV[3])
-  held = held + 1
-  granted, wrote = true, true
+  released = redis.call('EXISTS', KEYS[2]) == 1
+  if not released then
+    redis.call('ZADD', key, us(now + lease), ARGV[3])
+    held = held + 1
+    granted, wrote = true, true
+  end
 end
 if wrote then
   -- The set lives as long as its latest lease.
@@ -46,6 +53,8 @@ if wrote then
 end
 if granted then
   return '1 ' .. us(held) .. ' 0'
+elseif released then
+  return '2 ' .. us(held) .. ' 0'
 end
 local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
 return '0 ' .. us(held) .. ' ' .. us(tonumber(first[2]) - now)

@@ -68,9 +68,12 @@ type acquireCall struct {
 	state atomic.Int32 // callPending, then callDelivered or callAbandoned
 	done  chan struct{}
 	held  redisLease // the lease it asks Redis for
+	arg   memberArg  // held's id, as the call's argument
 	lease *algorithms.Lease
 	err   error
 	maybe bool // err, and Redis may have run the script: held may be there
+	// queued: the Acquire gave up and the release line took held.
+	queued atomic.Bool
 }
 
 const (
@@ -78,6 +81,35 @@ const (
 	callDelivered
 	callAbandoned
 )
+
+// memberArg is a lease's id as its Acquire's argument: it counts how often
+// go-redis writes the call (an encoding.BinaryMarshaler is written with
+// MarshalBinary each time, as onceArg is). A call written more than once
+// may have a copy in Redis's way when its lease is released: that release
+// sets the lease's tombstone (see the release line).
+type memberArg struct {
+	id     []byte
+	writes atomic.Int32
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler for go-redis's writer.
+func (a *memberArg) MarshalBinary() ([]byte, error) {
+	a.writes.Add(1)
+	return a.id, nil
+}
+
+// String shows the id in logs and hooks that print the command.
+func (a *memberArg) String() string { return string(a.id) }
+
+// mayHaveRun reports whether a call that failed with err may have run: it
+// was written, and not only once with an error reply from Redis, which
+// then ran nothing. (go-redis returns the last attempt's error: an earlier
+// attempt, written and never answered, may have run.)
+func (a *memberArg) mayHaveRun(err error) bool {
+	var answer redis.Error
+	n := a.writes.Load()
+	return n > 1 || n == 1 && !errors.As(err, &answer)
+}
 
 // Acquire implements ConcurrencyLimiter: one script call within the
 // store's deadline (WithTimeout, or the context's if sooner) whatever the
@@ -89,14 +121,14 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 	g := l.guard
 	now := g.clock()
 	if err := ctx.Err(); err != nil {
-		return l.ended(ctx, key, err)
+		return l.ended(ctx, key, err, queuedNone)
 	}
 	if e := g.evict.distrusted(); e != nil {
-		return l.fail(key, e, nil)
+		return l.fail(key, e, queuedNone)
 	}
 	ok, probe := g.breaker.Allow(now)
 	if !ok {
-		return l.fail(key, errBreakerOpen, nil)
+		return l.fail(key, errBreakerOpen, queuedNone)
 	}
 	deadline := now.Add(g.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -112,15 +144,16 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 		if probe {
 			g.breaker.CancelProbe()
 		}
-		return l.fail(key, errSaturated, nil)
+		return l.fail(key, errSaturated, queuedNone)
 	case <-ctx.Done():
 		if probe {
 			g.breaker.CancelProbe()
 		}
-		return l.ended(ctx, key, ctx.Err())
+		return l.ended(ctx, key, ctx.Err(), queuedNone)
 	}
 	id := ratemath.LeaseSeq.Add(1)
 	c := &acquireCall{done: make(chan struct{}), held: redisLease{l.redisKey(key), l.member(id), id}}
+	c.arg.id = []byte(c.held.member)
 	go l.call(c, key, deadline, probe)
 
 	var ctxErr error
@@ -135,18 +168,21 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 		<-c.done // delivered meanwhile
 		return l.answered(c, key)
 	}
+	// The call goes on: the lease it may take is released from Redis by the
+	// release line, whose tombstone keeps the call from granting it later.
+	q := g.releases.add(c.held)
+	c.queued.Store(q == queuedOK)
 	if ctxErr != nil {
-		return l.ended(ctx, key, ctxErr)
+		return l.ended(ctx, key, ctxErr, q)
 	}
-	// The call goes on and gives back a lease Redis grants late; the
-	// stand-in gives it back too, should that fail.
-	return l.fail(key, errNoAnswer, &c.held)
+	return l.fail(key, errNoAnswer, q)
 }
 
-// call runs the script and delivers its answer. It gives back a lease
-// Redis granted that nobody would release: one granted after the Acquire
-// that made it gave up, or one Redis may have granted when the reply was
-// lost (the caller is answered by the FailureMode instead).
+// call runs the script and delivers its answer. A lease Redis may hold
+// that nobody would release (its reply was lost, or came after the Acquire
+// gave up) goes to the release line: the Acquire gave it there when it
+// gave up, unless the line was full; call then tries again, or else
+// removes a lease Redis granted once, best effort.
 func (l *redisConcurrency) call(c *acquireCall, key string, deadline time.Time, probe bool) {
 	defer func() { <-l.slots }()
 	g := l.guard
@@ -157,12 +193,11 @@ func (l *redisConcurrency) call(c *acquireCall, key string, deadline time.Time, 
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(g.callTimeout()))
 	defer cancel()
 	h := c.held
-	reply, err := concurrencyScript.Run(ctx, l.client, []string{h.rkey}, l.limitArg, l.leaseArg, h.member).Text()
-	var answered redis.Error // Redis refused the script: it ran nothing
+	reply, err := concurrencyScript.Run(ctx, l.client, []string{h.rkey, h.tombstone()}, l.limitArg, l.leaseArg, &c.arg).Text()
 	if err != nil {
-		c.maybe = !errors.As(err, &answered)
+		c.maybe = c.arg.mayHaveRun(err)
 		err = fmt.Errorf("redisstore: concurrency: %w", err)
-	} else if c.lease, err = l.parse(reply, key, h.id); err != nil {
+	} else if c.lease, err = l.parse(reply, key, h.id, c.arg.writes.Load() > 1); err != nil {
 		c.maybe = true
 	}
 	g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, probe)
@@ -176,77 +211,86 @@ func (l *redisConcurrency) call(c *acquireCall, key string, deadline time.Time, 
 		close(c.done)
 	}
 	late := !delivered && c.lease != nil && c.lease.Allowed
-	if late || c.maybe && g.breaker.State() != breaker.Open {
-		// Best effort, else it expires after the lease; a stand-in's
-		// release tries again.
-		_ = l.remove(context.Background(), h)
+	switch {
+	case !delivered && c.arg.writes.Load() == 0:
+		// Never written: Redis holds no lease of it.
+		g.releases.drop(h)
+	case (late || !delivered && c.maybe) && !c.queued.Load() && g.releases.add(h) != queuedOK && late:
+		// Best effort, else it expires after the lease.
+		_ = l.remove(context.Background(), h, true)
 	}
 }
 
-// parse reads the script's reply: allowed, held, µs until the earliest
-// lease expires.
-func (l *redisConcurrency) parse(reply, key string, id uint64) (*algorithms.Lease, error) {
+// parse reads the script's reply: granted (1), denied (0) or released
+// before the call ran (2: only a call the Acquire gave up on can meet its
+// tombstone), held, µs until the earliest lease expires. resent says the
+// call was written more than once: its release sets the tombstone.
+func (l *redisConcurrency) parse(reply, key string, id uint64, resent bool) (*algorithms.Lease, error) {
 	var f [3]int64
-	if !parseReply(reply, f[:]) || f[0] > 1 {
+	if !parseReply(reply, f[:]) || f[0] > 2 {
 		return nil, fmt.Errorf("%w: %q", ErrUnexpectedReply, reply)
 	}
 	held := int(f[1])
-	if f[0] == 0 {
+	if f[0] != 1 {
 		until := time.Duration(f[2]) * time.Microsecond
+		if f[0] == 2 {
+			until = l.lease
+		}
 		return &algorithms.Lease{Limit: l.limit, InFlight: held, RetryAfter: l.stats.RetryAfter(until)}, nil
 	}
 	rl := &redisHeld{
 		lease: algorithms.Lease{Allowed: true, Limit: l.limit, InFlight: held, Remaining: max(l.limit-held, 0)},
-		owner: l, key: key, id: id, acquired: l.guard.clock(),
+		owner: l, key: key, id: id, acquired: l.guard.clock(), resent: resent,
 	}
 	rl.lease.Owner = rl
 	return &rl.lease, nil
 }
 
-// answered returns a delivered call's lease, or the failure mode's answer.
+// answered returns a delivered call's lease, or the failure mode's answer;
+// a lease Redis may hold for a failed call goes to the release line.
 func (l *redisConcurrency) answered(c *acquireCall, key string) (*algorithms.Lease, error) {
 	if c.err != nil {
-		var held *redisLease
+		q := queuedNone
 		if c.maybe {
-			held = &c.held
+			q = l.guard.releases.add(c.held)
 		}
-		return l.fail(key, c.err, held)
+		return l.fail(key, c.err, q)
 	}
 	return c.lease, nil
 }
 
 // ended answers an Acquire whose context ended first: a canceled context
 // (the caller has gone) gets its error, a passed deadline the failure mode.
-func (l *redisConcurrency) ended(ctx context.Context, key string, err error) (*algorithms.Lease, error) {
+func (l *redisConcurrency) ended(ctx context.Context, key string, err error, q queued) (*algorithms.Lease, error) {
 	if errors.Is(err, context.Canceled) {
 		return nil, fmt.Errorf("redisstore: %w", context.Cause(ctx))
 	}
-	return l.fail(key, fmt.Errorf("%w before Redis answered", err), nil)
+	return l.fail(key, fmt.Errorf("%w before Redis answered", err), q)
 }
 
 // fail decides an Acquire that Redis could not, by the store's FailureMode:
-// FailLocal takes a lease of the local twin, released locally. held, when
-// not nil, is a lease Redis may hold for this Acquire (its call was sent
-// and never answered): an admitted stand-in removes it when released.
-func (l *redisConcurrency) fail(key string, cause error, held *redisLease) (*algorithms.Lease, error) {
+// FailLocal takes a lease of the local twin, released locally. q says
+// where the lease Redis may hold for this Acquire went: queuedNone, there
+// is none (the call was not sent, or Redis refused it); queuedOK, the
+// release line removes it; queuedFull, nowhere, and FailLocal refuses the
+// Acquire (see the release line); queuedClosed, nowhere: it expires.
+func (l *redisConcurrency) fail(key string, cause error, q queued) (*algorithms.Lease, error) {
 	g := l.guard
 	g.logFailure(cause)
-	var lease *algorithms.Lease
 	switch g.mode {
 	case FailOpen:
-		lease = &algorithms.Lease{Allowed: true, Limit: l.limit, Decider: algorithms.DecidedFailOpen}
+		return &algorithms.Lease{Allowed: true, Limit: l.limit, Decider: algorithms.DecidedFailOpen}, nil
 	case FailClosed:
 		return &algorithms.Lease{Limit: l.limit, RetryAfter: time.Second, Decider: algorithms.DecidedFailClosed}, nil
-	default:
-		var err error
-		if lease, err = l.twin.Acquire(context.Background(), key); err != nil {
-			return nil, err
-		}
-		lease.Decider = algorithms.DecidedLocally
 	}
-	if held != nil && lease.Allowed {
-		lease.Owner = &standIn{redis: l, local: lease.Owner, held: *held}
+	if q == queuedFull {
+		return &algorithms.Lease{Limit: l.limit, RetryAfter: time.Second, Decider: algorithms.DecidedLocally}, nil
 	}
+	lease, err := l.twin.Acquire(context.Background(), key)
+	if err != nil {
+		return nil, err
+	}
+	lease.Decider = algorithms.DecidedLocally
 	return lease, nil
 }
 
@@ -258,31 +302,49 @@ type redisHeld struct {
 	key      string
 	id       uint64
 	acquired time.Time
+	resent   bool // the Acquire's call was written more than once
 }
 
 // Release implements the Lease's Owner: one ZREM within the store's
-// deadline. While the breaker is open Redis is not asked: the lease expires
-// there.
+// deadline (and the lease's tombstone, when its call was written more than
+// once). While the breaker is open, or when Redis does not answer, the
+// release line removes it once Redis answers.
 func (h *redisHeld) Release(ctx context.Context) error {
-	return h.owner.release(ctx, h.key, h.id, h.acquired)
+	return h.owner.release(ctx, h.key, h.id, h.acquired, h.resent)
 }
 
-func (l *redisConcurrency) release(ctx context.Context, key string, id uint64, acquired time.Time) error {
+func (l *redisConcurrency) release(ctx context.Context, key string, id uint64, acquired time.Time, resent bool) error {
 	g := l.guard
 	l.stats.Observe(g.clock().Sub(acquired))
-	if g.breaker.State() == breaker.Open {
-		return fmt.Errorf("redisstore: concurrency release: %w; the lease expires after %s", errBreakerOpen, l.lease)
+	h := redisLease{l.redisKey(key), l.member(id), id}
+	err := errBreakerOpen
+	if g.breaker.State() != breaker.Open {
+		if err = l.remove(ctx, h, resent); err == nil {
+			return nil
+		}
 	}
-	if err := l.remove(ctx, redisLease{l.redisKey(key), l.member(id), id}); err != nil {
-		return fmt.Errorf("redisstore: concurrency release (the lease expires after %s): %w", l.lease, err)
+	var answer redis.Error // Redis answered: sending it again would not change that
+	if !errors.As(err, &answer) && g.releases.add(h) == queuedOK {
+		return fmt.Errorf("redisstore: concurrency release (sent again until Redis answers): %w", err)
 	}
-	return nil
+	return fmt.Errorf("redisstore: concurrency release (the lease expires after %s): %w", l.lease, err)
 }
 
 // remove deletes a lease from Redis with one ZREM within the store's
-// timeout.
-func (l *redisConcurrency) remove(ctx context.Context, h redisLease) error {
-	return within(ctx, l.guard.timeout, func(ctx context.Context) error { return l.client.ZRem(ctx, h.rkey, h.member).Err() })
+// timeout, after setting its tombstone when tomb says a copy of its
+// Acquire's call may yet reach Redis.
+func (l *redisConcurrency) remove(ctx context.Context, h redisLease, tomb bool) error {
+	return within(ctx, l.guard.timeout, func(ctx context.Context) error {
+		if !tomb {
+			return l.client.ZRem(ctx, h.rkey, h.member).Err()
+		}
+		_, err := l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, h.tombstone(), "1", l.guard.releases.tombTTL)
+			p.ZRem(ctx, h.rkey, h.member)
+			return nil
+		})
+		return err
+	})
 }
 
 // redisLease names a lease in Redis: its set and its member.
@@ -291,30 +353,9 @@ type redisLease struct {
 	id           uint64
 }
 
-// standIn owns a lease the FailureMode admitted in place of one Redis may
-// hold (the Acquire's call was sent and its reply never came): releasing
-// it releases the local lease, if any, and removes the one in Redis, so
-// that Redis's does not hold a slot for the whole lease.
-type standIn struct {
-	redis *redisConcurrency
-	local interface{ Release(context.Context) error } // the local lease's Owner; nil for FailOpen
-	held  redisLease
-}
-
-// Release implements the stand-in lease's Owner. Removing Redis's lease is best effort
-// and never an error: the stand-in itself is released, and Redis's lease,
-// if any, expires after the lease. While the breaker is open Redis is not
-// asked.
-func (s *standIn) Release(ctx context.Context) error {
-	var err error
-	if s.local != nil {
-		err = s.local.Release(ctx)
-	}
-	if s.redis.guard.breaker.State() != breaker.Open {
-		_ = s.redis.remove(ctx, s.held)
-	}
-	return err
-}
+// tombstone names the key whose existence tells the acquire script that
+// the lease was released: "<set>:<member>", in the set's slot.
+func (h redisLease) tombstone() string { return h.rkey + ":" + h.member }
 
 // StoreName returns "redis", for observers.
 func (l *redisConcurrency) StoreName() string { return "redis" }

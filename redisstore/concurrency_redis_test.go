@@ -113,7 +113,8 @@ func TestRedisConcurrencySequential(t *testing.T) {
 
 // Without Redis the limit never disappears unless fail-open was chosen:
 // FailLocal keeps this instance's share (limit / instances) in memory and
-// releases there; every answer comes within the timeout.
+// releases there; every answer comes within the timeout. A call that was
+// never written (no connection) leaves nothing to release from Redis.
 func TestRedisConcurrencyUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -133,7 +134,9 @@ func TestRedisConcurrencyUnreachable(t *testing.T) {
 		{FailOpen, 5, algorithms.DecidedFailOpen},
 		{FailClosed, 0, algorithms.DecidedFailClosed},
 	} {
-		l := mustConcurrency(t, New(c, WithFailureMode(tc.mode), WithInstances(2)), 4, time.Minute)
+		st := New(c, WithFailureMode(tc.mode), WithInstances(2))
+		defer st.Close()
+		l := mustConcurrency(t, st, 4, time.Minute)
 		var held []*algorithms.Lease
 		for range 5 {
 			began := time.Now()
@@ -161,12 +164,14 @@ func TestRedisConcurrencyUnreachable(t *testing.T) {
 				t.Fatalf("after a local release: %+v", lease)
 			}
 		}
+		waitLineEmpty(t, st.guard.releases, DefaultTimeout+time.Second)
 	}
 }
 
 // A lease Redis grants after its Acquire gave up (the caller decided
-// locally meanwhile) is given back, not left holding a slot until it
-// expires; the caller's context canceled is an error, not a decision.
+// locally meanwhile) is given back (by the release line), not left holding
+// a slot until it expires; the caller's context canceled is an error, not
+// a decision.
 func TestRedisConcurrencyLateGrantGivenBack(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
@@ -195,7 +200,7 @@ func TestRedisConcurrencyLateGrantGivenBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(stats, "cmdstat_zrem:calls=1,") {
+	if !strings.Contains(stats, "cmdstat_zrem:calls=") {
 		t.Fatalf("no ZREM of the late lease:\n%s", stats)
 	}
 	if n, err := c.ZCard(ctx, "rl:{late}:cc").Result(); err != nil || n != 0 {
@@ -212,7 +217,9 @@ func TestRedisConcurrencyReleaseWithoutRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * ms})
 	defer c.Close()
-	l := mustConcurrency(t, New(c), 2, time.Minute)
+	st := New(c, WithLogger(quietLogger()))
+	defer st.Close()
+	l := mustConcurrency(t, st, 2, time.Minute)
 	lease := mustAcquire(t, l, "k")
 	if !lease.Allowed || lease.Decider != algorithms.DecidedByStore {
 		t.Fatalf("%+v", lease)

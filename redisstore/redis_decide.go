@@ -30,6 +30,10 @@ type guard struct {
 	ids     *callIDs     // of the script calls, so that each counts once
 	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
 
+	// releases removes from Redis the concurrency leases it may hold
+	// after a fault (see concurrency_releases.go).
+	releases *releaseLine
+
 	wheel *deadlineWheel // the deadlines of waiting decisions and calls
 
 	// moving holds the Cluster slots found migrating, whose calls go

@@ -7,10 +7,11 @@
 // (denials.go, denials_sync.go), the local decider and its charges
 // (redis_charges.go), the gate after a fault (redis_gate.go), Redis's last
 // answer (redis_lastsaid.go), version checks (redis_version.go),
-// migrating Cluster slots (redis_migrate.go) and Redis's eviction policy
-// (eviction_policy.go, eviction_watch.go); a decision waits in a waiter
-// (waiter.go), and a call's keys, arguments and reply are laid out in
-// args.go. While Redis cannot decide, a memstore limiter of this
+// migrating Cluster slots (redis_migrate.go), Redis's eviction policy
+// (eviction_policy.go, eviction_watch.go) and the release of concurrency
+// leases after a fault (concurrency_releases.go); a decision waits in a
+// waiter (waiter.go), and a call's keys, arguments and reply are laid out
+// in args.go. While Redis cannot decide, a memstore limiter of this
 // instance's share decides (FailLocal).
 package redisstore
 
@@ -94,6 +95,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	if err == nil {
 		s.guard = newGuard(cfg, poolSize(client))
 		s.guard.inline = honoursDeadlines(client)
+		s.guard.releases = newReleaseLine(client, onceTTL(cfg.redis.timeout), s.guard.callTimeout())
 		if cfg.redis.observer != nil {
 			s.guard.dials = watchDials(client, cfg.clock)
 		}
@@ -114,18 +116,20 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 // Close ends what the store runs in the background, and waits for it: the
 // subscription that keeps its denial cache in step with refunds and resets
 // made through other stores (see DenialCacheBound), which starts when the
-// store first caches a denial, and the reading of Redis's eviction policy.
-// It does not close the client, which the caller owns; closing the client
-// ends the subscription too, within a second, and the policy's reading at
-// its next read. The
-// store's limiters go on deciding after Close, but a cached denial then
-// answers only for DenialCacheBound after its request. Close always
-// returns nil.
+// store first caches a denial, the reading of Redis's eviction policy, and
+// the goroutine that releases from Redis the concurrency leases a fault
+// left there (see DefaultMaxReleases). It does not close the client, which
+// the caller owns; closing the client ends the subscription too, within a
+// second, and the policy's reading at its next read. The store's limiters
+// go on deciding after Close, but a cached denial then answers only for
+// DenialCacheBound after its request, and a concurrency lease Redis may
+// hold after a fault expires there. Close always returns nil.
 func (s *Store) Close() error {
 	if s.guard != nil {
 		s.guard.denials.close()
 		s.guard.batcher.close()
 		s.guard.evict.close()
+		s.guard.releases.close()
 	}
 	return nil
 }
