@@ -102,7 +102,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		if cc, ok := client.(*redis.ClusterClient); ok {
 			s.guard.reload = func() { cc.ReloadState(context.Background()) }
 		}
-		s.guard.batcher.debtors = newDebtors(client, cfg.prefix, s.guard.ids.prefix, s.guard.callTimeout())
+		s.guard.batcher.debtors = newDebtors(client, cfg.prefix, s.guard.ids.prefix, min(s.guard.callTimeout(), max(2*s.guard.timeout, 200*time.Millisecond)))
 		s.local = memstore.New(memstore.WithClock(cfg.clock))
 		s.guard.denials.follow(client, cfg.prefix, cfg.clock, s.guard.logger)
 		if !cfg.redis.evictionAllowed {
