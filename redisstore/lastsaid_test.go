@@ -197,3 +197,39 @@ func forEachKey(t *testing.T, n int, f func(i int)) {
 	}
 	wg.Wait()
 }
+
+// Answers can be remembered out of order (a request's owner gets its
+// answer, and sends the next, before the flush that answered it has
+// remembered it): the answer to the later request stays, whichever comes
+// last, for admissions and denials alike.
+func TestLastSaidKeepsTheLaterAnswer(t *testing.T) {
+	lim := algorithms.PerHour(9)
+	l := &redisLimiter{alg: algorithms.FixedWindow, limits: []algorithms.Limit{lim}, instances: 1,
+		saidSpan: saidSpanOf(algorithms.FixedWindow, []algorithms.Limit{lim})}
+	t0 := time.Unix(1_800_000_000, 0)
+	pass := func(remaining int) algorithms.Result {
+		return algorithms.Result{Allowed: true, Remaining: remaining, ResetAfter: time.Hour}
+	}
+	deny := algorithms.Result{RetryAfter: time.Hour, ResetAfter: time.Hour}
+	for _, c := range []struct {
+		name          string
+		first, second algorithms.Result
+		at1, at2      time.Duration // when each request was sent, after t0
+		want          int64
+	}{
+		{"admissions in order", pass(5), pass(0), 1, 2, 0},
+		{"admissions out of order", pass(0), pass(5), 2, 1, 0},
+		{"a denial, then an earlier admission", deny, pass(5), 2, 1, 0},
+		{"an admission, then an earlier denial", pass(3), deny, 2, 1, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newLastSaid(16)
+			s.remember(l, "k", t0.Add(c.at1*time.Millisecond), c.first)
+			s.remember(l, "k", t0.Add(c.at2*time.Millisecond), c.second)
+			room, kind := s.take(l, "k", t0.Add(time.Second))
+			if kind != startFromRoom || room != c.want {
+				t.Errorf("starts from %d (%v); want %d", room, kind, c.want)
+			}
+		})
+	}
+}

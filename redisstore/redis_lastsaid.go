@@ -25,7 +25,8 @@ import (
 // again, Period, or two for the sliding window counter), a bucket
 // refilling at its rate meanwhile. A denial's answer bounds its binding
 // limit the same way and keeps the floor an earlier admission left. Later
-// answers replace earlier ones. The twin's first decision of a key so
+// answers replace earlier ones, by when their requests were sent, in
+// whatever order they arrive. The twin's first decision of a key so
 // starts from this instance's share of the least any limit may hold, less
 // what this instance owes Redis for the key.
 //
@@ -106,13 +107,21 @@ func (s *lastSaid) remember(l *redisLimiter, key string, at time.Time, res algor
 		// were about.
 		*sl = saidSlot{hash: h, forgot: max(sl.forgot, sl.until)}
 	}
-	sl.applied = false
-	sl.until = max(sl.until, a.at+int64(l.saidSpan))
-	if res.Allowed {
-		sl.floor, sl.denial = a, saidAnswer{}
+	// An answer may be remembered after a later one for the same key (its
+	// request's owner had it, and sent the next, first): the later stays.
+	switch {
+	case res.Allowed && a.at >= sl.floor.at:
+		sl.floor = a
+		if sl.denial.at <= a.at {
+			sl.denial = saidAnswer{}
+		}
+	case !res.Allowed && a.at >= sl.denial.at && a.at >= sl.floor.at:
+		sl.denial = a
+	default:
 		return
 	}
-	sl.denial = a
+	sl.applied = false
+	sl.until = max(sl.until, a.at+int64(l.saidSpan))
 }
 
 // startKind says what the twin starts a key from.
