@@ -173,32 +173,44 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 		}
 		return
 	}
-	// Remember the denial of the smallest cost: it covers the most. (A
-	// waiter is not touched once delivered: its owner may reuse it.)
-	denied := -1
-	var gone []*waiter
-	var counted []bool
-	gated := g.batcher.lockIfGated(l, j.key, sent) // see redis_gate.go
+	var out delivery
+	if !g.batcher.deliverGated(j, sent, &out) { // see redis_gate.go
+		l.deliver(j, false, &out)
+	}
+	if len(out.gone) > 0 {
+		g.batcher.learnOutcome(l, j.key, out.gone, out.counted)
+	}
+	if out.denied >= 0 {
+		// The denial of the smallest cost: it covers the most.
+		g.denials.remember(l, j.key, j.costs[out.denied], sent, j.results[out.denied])
+	}
+	g.said.remember(l, j.key, sent, j.results[len(j.live)-1])
+}
+
+// delivery is what delivering a job's answers leaves to do: the waiters
+// that had given up (gone) and whether Redis counted each, and the denial
+// to remember (denied, an index of the job's requests; -1 for none).
+type delivery struct {
+	denied  int
+	gone    []*waiter
+	counted []bool
+}
+
+// deliver hands each of j's waiters its answer, or, when gated, the twin's
+// for an admission (see redis_gate.go; b.mu is then held), and fills out.
+// A waiter is not touched once delivered: its owner may reuse it.
+func (l *redisLimiter) deliver(j *job, gated bool, out *delivery) {
+	out.denied = -1
 	for i, w := range j.live {
 		res := j.results[i]
-		if !res.Allowed && (denied < 0 || j.costs[i] < j.costs[denied]) {
-			denied = i
+		if !res.Allowed && (out.denied < 0 || j.costs[i] < j.costs[out.denied]) {
+			out.denied = i
 		}
 		if gated && res.Allowed {
 			res = l.throughGate(j.key, j.costs[i])
 		}
 		if !w.deliver(res, nil) {
-			gone, counted = append(gone, w), append(counted, j.results[i].Allowed)
+			out.gone, out.counted = append(out.gone, w), append(out.counted, j.results[i].Allowed)
 		}
 	}
-	if gated {
-		g.batcher.mu.Unlock()
-	}
-	if len(gone) > 0 {
-		g.batcher.learnOutcome(l, j.key, gone, counted)
-	}
-	if denied >= 0 {
-		g.denials.remember(l, j.key, j.costs[denied], sent, j.results[denied])
-	}
-	g.said.remember(l, j.key, sent, j.results[len(j.live)-1])
 }

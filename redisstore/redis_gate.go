@@ -102,19 +102,21 @@ func (b *batcher) sweepGatesLocked(now time.Time) {
 	}
 }
 
-// lockIfGated locks b.mu and reports true when key is gated at now;
-// otherwise it leaves b.mu unlocked. Nothing is locked while no key is
-// gated.
-func (b *batcher) lockIfGated(l *redisLimiter, key string, now time.Time) bool {
+// deliverGated delivers j's answers (see deliver) under b.mu, with the
+// twin's say over each admission, if j's key is gated at now, and reports
+// whether it did; it holds nothing when it returns. Nothing is locked
+// while no key is gated.
+func (b *batcher) deliverGated(j *job, now time.Time, out *delivery) bool {
 	if b.gated.Load() == 0 {
 		return false
 	}
 	b.mu.Lock()
-	if b.gatedLocked(queueKey{l, key}, now) {
-		return true
+	defer b.mu.Unlock()
+	if !b.gatedLocked(queueKey{j.l, j.key}, now) {
+		return false
 	}
-	b.mu.Unlock()
-	return false
+	j.l.deliver(j, true, out)
+	return true
 }
 
 // throughGate is the answer to a request Redis admitted while its key is
