@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -23,18 +22,10 @@ type batcher struct {
 	active  int         // flushers running
 	waiting int         // waiters queued, all keys
 
-	// The charge line (see redis_charges.go): what each key owes Redis
-	// for requests admitted locally, at most maxOwed keys.
-	owed     map[queueKey]*owedCharge
-	maxOwed  int
-	retrying bool     // the settler runs (settler.go)
-	debtors  *debtors // the prefix's stores that owe; nil: not followed
-	closed   bool     // the store is closed: nothing more is sent
-
-	// The gate after a fault (see redis_gate.go): keys whose Redis
-	// admissions the twin must confirm, until when (zero: while owed).
-	gates map[queueKey]time.Time
-	gated atomic.Int32 // len(gates), read without the lock
+	// What the store owes Redis after a fault, and the gates it holds
+	// (see ledger), guarded by mu: the twin's decision and the debt it
+	// creates change together, and a key's charge leaves with its waiters.
+	ledger
 
 	clock func() time.Time // the store's
 
@@ -60,8 +51,7 @@ type keyQueue struct {
 // newBatcher returns a batcher of these bounds (see batcher).
 func newBatcher(maxActive, maxWaiting, maxBatch, maxKeys int) *batcher {
 	return &batcher{maxActive: maxActive, maxWaiting: maxWaiting, maxBatch: maxBatch, maxKeys: maxKeys,
-		queues: map[queueKey]*keyQueue{}, owed: map[queueKey]*owedCharge{}, maxOwed: DefaultMaxOwedKeys,
-		gates: map[queueKey]time.Time{}, clock: time.Now, handoff: make(chan *keyQueue, maxActive)}
+		queues: map[queueKey]*keyQueue{}, ledger: newLedger(), clock: time.Now, handoff: make(chan *keyQueue, maxActive)}
 }
 
 // submit queues w for key of l. It reports false, queuing nothing, when

@@ -4,9 +4,11 @@
 // in a file of its own, named in its doc comment with the test that proves
 // it: batching and same-key coalescing (redis_batch.go), exactly-once
 // replies (redis_once.go), deadlines (deadline.go), the denial cache
-// (denials.go, denials_sync.go), the local decider and its charges
-// (redis_charges.go), the gate after a fault (redis_gate.go), Redis's last
-// answer (redis_lastsaid.go), version checks (redis_version.go),
+// (denials.go, denials_sync.go), the ledger of what a fault leaves owed
+// (ledger.go): the local decider's charges (redis_charges.go), the gate
+// after a fault (redis_gate.go), the settler (settler.go) and the doubts
+// of grouped calls (call_groups.go); Redis's last answers, where the twin
+// starts from (redis_lastsaid.go), version checks (redis_version.go),
 // migrating Cluster slots (redis_migrate.go), Redis's eviction policy
 // (eviction_policy.go, eviction_watch.go) and the release of concurrency
 // leases after a fault (concurrency_releases.go); a decision waits in a
