@@ -91,7 +91,7 @@ func newGuard(cfg config, pool int) *guard {
 	}
 	g.batcher = newBatcher(inFlight, rc.maxWaiting, batch, keys)
 	g.batcher.clock = cfg.clock
-	g.breaker = breaker.New(breaker.Config(rc.breaker), func(from, to breaker.State, reason string) {
+	g.breaker = breaker.New(rc.breaker.breakerConfig(), func(from, to breaker.State, reason string) {
 		level := slog.LevelWarn
 		if to == breaker.Closed {
 			level = slog.LevelInfo
