@@ -24,11 +24,13 @@ type guard struct {
 	mode    FailureMode
 	logger  *slog.Logger
 	breaker *breaker.Breaker
-	batcher *batcher
-	denials *denials
-	said    *lastSaid    // Redis's last answer per key, for the twin to start from
-	ids     *callIDs     // of the script calls, so that each counts once
-	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
+	// breakerLog logs the breaker's changes, a few a minute at most.
+	breakerLog *breakerLog
+	batcher    *batcher
+	denials    *denials
+	said       *lastSaid    // Redis's last answer per key, for the twin to start from
+	ids        *callIDs     // of the script calls, so that each counts once
+	lastLog    atomic.Int64 // Unix nanoseconds of the last failure logged
 
 	// releases removes from Redis the concurrency leases it may hold
 	// after a fault (see concurrency_releases.go).
@@ -91,18 +93,8 @@ func newGuard(cfg config, pool int) *guard {
 	}
 	g.batcher = newBatcher(inFlight, rc.maxWaiting, batch, keys)
 	g.batcher.clock = cfg.clock
-	g.breaker = breaker.New(rc.breaker.breakerConfig(), func(from, to breaker.State, reason string) {
-		level := slog.LevelWarn
-		if to == breaker.Closed {
-			level = slog.LevelInfo
-		}
-		if g.observer != nil && (from == breaker.Closed) != (to == breaker.Closed) {
-			g.observer.BreakerChanged(g.name, to != breaker.Closed)
-		}
-		g.logger.LogAttrs(context.Background(), level, "redlimit: Redis breaker "+to.String(),
-			slog.String("from", from.String()), slog.String("reason", reason),
-			slog.String("failure_mode", g.mode.String()))
-	})
+	g.breakerLog = newBreakerLog(g.logBreaker)
+	g.breaker = breaker.New(rc.breaker.breakerConfig(), g.breakerChanged)
 	return g
 }
 
