@@ -45,7 +45,9 @@ func deadPort(t *testing.T) string {
 // (the call on the caller's goroutine), under the caller's own deadline,
 // and with a pool of one, which go-redis stops dialing after one failed
 // dial (its calls then fail only after its retries). The probe after the
-// breaker's open time does not wait either (probeAside), and fails.
+// breaker's open time does not wait either (probeAside), and fails. With
+// the eviction watch on (the default), New's read of the policy is the
+// first refused dial, and New does not wait for it either.
 func TestRefusedDecidesAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -53,12 +55,14 @@ func TestRefusedDecidesAtOnce(t *testing.T) {
 		inline  bool
 		callers time.Duration // the caller's context's deadline, if any
 		pool    int
+		watch   bool // the eviction watch on
 	}{
 		{name: "killed, default client", killed: true},
 		{name: "never listened, default client"},
 		{name: "never listened, ContextTimeoutEnabled", inline: true},
 		{name: "never listened, the caller's deadline", callers: 80 * time.Millisecond},
 		{name: "never listened, pool of one", pool: 1},
+		{name: "never listened, the eviction watch on", watch: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var srv *redistest.Server
@@ -71,7 +75,15 @@ func TestRefusedDecidesAtOnce(t *testing.T) {
 			defer c.Close()
 			obs := &storeEvents{errors: map[ErrorKind]int{}}
 			logs := &lineLog{}
-			store := New(c, WithObserver(obs), WithLogger(slog.New(logs)))
+			opts := []Option{WithObserver(obs), WithLogger(slog.New(logs))}
+			if !tc.watch { // else its first read, at New, is the first refused dial
+				opts = append(opts, WithEvictionAllowed())
+			}
+			began := time.Now()
+			store := New(c, opts...)
+			if took := time.Since(began); took > maxFast {
+				t.Fatalf("New took %s, want within %s", took, maxFast)
+			}
 			l := mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(1000))
 			if srv != nil {
 				if r, err := l.Allow(context.Background(), "warm", 1); err != nil || r.Decider != algorithms.DecidedByStore {
@@ -98,7 +110,10 @@ func TestRefusedDecidesAtOnce(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			if lines := logs.failureLines(); len(lines) == 0 || !strings.Contains(lines[0], "Redis refused the connection") {
+			if lines := logs.breakerLines(); len(lines) == 0 || !strings.Contains(lines[0], "reason=Redis refused the connection") {
+				t.Errorf("breaker lines %q, want the first to say Redis refused the connection", lines)
+			}
+			if lines := logs.failureLines(); !tc.watch && (len(lines) == 0 || !strings.Contains(lines[0], "Redis refused the connection")) {
 				t.Errorf("failures logged %q, want the first to say Redis refused the connection", lines)
 			}
 			// The probe failed: the breaker stays open for twice as long.
@@ -131,7 +146,7 @@ func TestRefusalEndsEveryWait(t *testing.T) {
 				return d.DialContext(ctx, network, addr)
 			}})
 			defer c.Close()
-			store := New(c, WithTimeout(time.Second), WithMaxInFlight(1), WithLogger(quietLogger()))
+			store := New(c, WithTimeout(time.Second), WithMaxInFlight(1), WithLogger(quietLogger()), WithEvictionAllowed())
 			l := mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(1000))
 			const n = 8
 			ended := make([]time.Time, n)
@@ -187,7 +202,7 @@ func TestRefusalEndsEveryWait(t *testing.T) {
 func TestRefusedAcquireAtOnce(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: deadPort(t)})
 	defer c.Close()
-	store := New(c, WithLogger(quietLogger()))
+	store := New(c, WithLogger(quietLogger()), WithEvictionAllowed()) // the Acquire's the first dial
 	cl := mustConcurrency(t, store, 3, time.Minute)
 	began := time.Now()
 	lease, err := cl.Acquire(context.Background(), "k")

@@ -113,8 +113,9 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		s.local = memstore.New(memstore.WithClock(cfg.clock))
 		s.guard.denials.follow(client, cfg.prefix, cfg.clock, s.guard.logger)
 		if !cfg.redis.evictionAllowed {
+			cut := s.guard.wheel.cutOff() // before the watch dials: a refusal ends the wait
 			s.guard.evict = watchEviction(client, s.guard.logger, cfg.redis.mode)
-			s.guard.evict.await(cfg.redis.timeout)
+			s.guard.evict.await(cfg.redis.timeout, cut)
 		}
 	}
 	return s
