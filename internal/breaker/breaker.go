@@ -6,7 +6,8 @@
 // nothing is asked; once the open time is over one call (the probe) is let
 // through, and its outcome closes the breaker or opens it again, for twice
 // the open time before, up to a cap (MaxOpenFor), so that a long outage
-// costs a probe and a change of state ever more rarely.
+// costs a probe and a change of state ever more rarely (TestBackoff,
+// TestTrip).
 package breaker
 
 import (
