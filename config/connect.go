@@ -14,6 +14,18 @@ import (
 	"github.com/redlimit/redlimit/internal/redisurl"
 )
 
+// The dials of the clients connect makes: two attempts, 100 ms apart, each
+// for at most defaultDialTimeout (a URL's dial_timeout, or the file's, says
+// otherwise), where go-redis's defaults are five attempts of 5 s each. A
+// refused dial costs a decision nothing (the store decides at once, see
+// redisstore.New); these bound what go-redis spends in the background on
+// dials that get no answer (a Redis behind a firewall that drops them),
+// each holding one of its dialing slots. Proved by TestConnectDials.
+const (
+	dialAttempts       = 2
+	defaultDialTimeout = time.Second
+)
+
 // connect makes the go-redis client that s describes and says where it
 // connects, naming no password. Making a client does not dial: an
 // unreachable Redis is the failure mode's to handle, not Build's.
@@ -44,18 +56,20 @@ func connect(c *Config, s storeSettings) (redis.UniversalClient, string, error) 
 			ro.TLSConfig = tc
 		}
 		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolSize = tune(s, ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolSize)
+		ro.DialerRetries = dialAttempts // (a URL cannot set it)
 		ro.ContextTimeoutEnabled = true
 		return redis.NewClient(ro), fmt.Sprintf("Redis at %s db %d%s", ro.Addr, ro.DB, overTLS(ro.TLSConfig)), nil
 	case storeSentinel:
 		fo := &redis.FailoverOptions{MasterName: s.master, SentinelAddrs: strings.Split(s.addrs, ","),
 			SentinelUsername: s.sentUser, SentinelPassword: s.sentPassword,
-			Username: s.username, Password: s.password, DB: s.db, TLSConfig: tc, ContextTimeoutEnabled: true}
+			Username: s.username, Password: s.password, DB: s.db, TLSConfig: tc, ContextTimeoutEnabled: true,
+			DialerRetries: dialAttempts}
 		fo.DialTimeout, fo.ReadTimeout, fo.WriteTimeout, fo.PoolSize = tune(s, 0, 0, 0, 0)
 		return redis.NewFailoverClient(fo), fmt.Sprintf("Redis Sentinel master %s via %s db %d%s",
 			s.master, strings.ReplaceAll(s.addrs, ",", ", "), s.db, overTLS(tc)), nil
 	case storeCluster:
 		co := &redis.ClusterOptions{Addrs: strings.Split(s.addrs, ","), Username: s.username, Password: s.password,
-			TLSConfig: tc, ContextTimeoutEnabled: true}
+			TLSConfig: tc, ContextTimeoutEnabled: true, DialerRetries: dialAttempts}
 		co.DialTimeout, co.ReadTimeout, co.WriteTimeout, co.PoolSize = tune(s, 0, 0, 0, 0)
 		return redis.NewClusterClient(co), fmt.Sprintf("Redis Cluster via %s%s",
 			strings.ReplaceAll(s.addrs, ",", ", "), overTLS(tc)), nil
@@ -72,10 +86,14 @@ func urlField(c *Config) string {
 }
 
 // tune returns the timeouts and pool size, those s gives in place of the
-// ones passed (a URL's, or go-redis's defaults as zero).
+// ones passed (a URL's, or go-redis's defaults as zero), and
+// defaultDialTimeout for a dial timeout neither gives.
 func tune(s storeSettings, dial, read, write time.Duration, pool int) (time.Duration, time.Duration, time.Duration, int) {
-	if s.dialTimeout > 0 {
+	switch {
+	case s.dialTimeout > 0:
 		dial = s.dialTimeout
+	case dial == 0:
+		dial = defaultDialTimeout
 	}
 	if s.readTimeout > 0 {
 		read = s.readTimeout

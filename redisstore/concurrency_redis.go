@@ -154,6 +154,7 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 	id := ratemath.LeaseSeq.Add(1)
 	c := &acquireCall{done: make(chan struct{}), held: redisLease{l.redisKey(key), l.member(id), id}}
 	c.arg.id = []byte(c.held.member)
+	cut := g.wheel.cutOff() // taken before the call can be refused
 	go l.call(c, key, deadline, probe)
 
 	var ctxErr error
@@ -161,6 +162,7 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 	case <-c.done:
 		return l.answered(c, key)
 	case <-t.C:
+	case <-cut: // a refused dial (see dialwatch.go): the deadline's way, now
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
 	}

@@ -13,6 +13,11 @@ import (
 // calls, instead of a timer (and its allocations) for each. Deadlines are
 // durations from now on the monotonic clock, so a step of the wall clock
 // moves none of them.
+//
+// expireAll ends every wait at once, when Redis refused a connection (see
+// dialwatch.go): the decisions waiting decide by the failure mode, and the
+// calls end, as they would at their deadline, so that every path they take
+// is one a passed deadline takes.
 type deadlineWheel struct {
 	start time.Time // the wheel's epoch: ticks are milliseconds since it
 
@@ -25,6 +30,10 @@ type deadlineWheel struct {
 	// of one millisecond share it. Its tick is in the future when it matches
 	// a new deadline's, so it is still in buckets, not yet closed.
 	latest atomic.Pointer[bucket]
+
+	// cut is closed by expireAll, and replaced: what a wait bound by
+	// another deadline (the caller's context's) watches as well.
+	cut atomic.Pointer[chan struct{}]
 }
 
 type bucket struct {
@@ -33,7 +42,28 @@ type bucket struct {
 }
 
 func newDeadlineWheel() *deadlineWheel {
-	return &deadlineWheel{start: time.Now(), buckets: map[int64]chan struct{}{}}
+	w := &deadlineWheel{start: time.Now(), buckets: map[int64]chan struct{}{}}
+	cut := make(chan struct{})
+	w.cut.Store(&cut)
+	return w
+}
+
+// cutOff returns a channel that expireAll closes.
+func (w *deadlineWheel) cutOff() <-chan struct{} { return *w.cut.Load() }
+
+// expireAll closes every channel handed out (by after, contextFor and
+// cutOff) now, as if every deadline had passed. A channel handed out while
+// it runs may be closed too.
+func (w *deadlineWheel) expireAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.latest.Store(nil) // its channel is closed below: no new wait may get it
+	for tick, ch := range w.buckets {
+		close(ch)
+		delete(w.buckets, tick)
+	}
+	cut := make(chan struct{})
+	close(*w.cut.Swap(&cut))
 }
 
 // after returns a channel closed once d has passed (within a millisecond
@@ -110,10 +140,14 @@ func (c *wheelContext) Deadline() (time.Time, bool) { return c.deadline, true }
 // Done implements context.Context.
 func (c *wheelContext) Done() <-chan struct{} { return c.done }
 
-// Err implements context.Context.
+// Err implements context.Context: DeadlineExceeded once the deadline has
+// passed, Canceled when expireAll ended it before.
 func (c *wheelContext) Err() error {
 	select {
 	case <-c.done:
+		if time.Now().Before(c.deadline) {
+			return context.Canceled
+		}
 		return context.DeadlineExceeded
 	default:
 		return nil

@@ -64,3 +64,33 @@ func TestDeadlineWheel(t *testing.T) {
 		t.Errorf("%d buckets left after every deadline passed", len(w.buckets))
 	}
 }
+
+// expireAll closes every channel and context the wheel handed out at once,
+// a context then ending with Canceled, not DeadlineExceeded; what is asked
+// for afterwards keeps its own deadline.
+func TestDeadlineWheelExpireAll(t *testing.T) {
+	w := newDeadlineWheel()
+	waits := []<-chan struct{}{w.after(time.Hour), w.after(time.Second), w.cutOff()}
+	ctx := w.contextFor(time.Hour)
+	w.expireAll()
+	for i, ch := range append(waits, ctx.Done()) {
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("wait %d still open after expireAll", i)
+		}
+	}
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Errorf("context ended by expireAll with %v, want Canceled", ctx.Err())
+	}
+	began := time.Now()
+	later, cut := w.after(20*time.Millisecond), w.cutOff()
+	select {
+	case <-cut:
+		t.Fatal("a cutOff asked for after expireAll is closed")
+	case <-later:
+	}
+	if d := time.Since(began); d < 20*time.Millisecond {
+		t.Errorf("a 20 ms deadline asked for after expireAll closed after %s", d)
+	}
+}

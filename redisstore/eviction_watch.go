@@ -70,9 +70,10 @@ func (w *evictionWatch) distrusted() *evictionError {
 	return w.distrust.Load()
 }
 
-// await waits for the first read, at most d: until it ends Redis is trusted,
-// as before the store knew of the policy.
-func (w *evictionWatch) await(d time.Duration) {
+// await waits for the first read, at most d, or until cut closes (Redis
+// refused a connection: the read will get no answer): until it ends Redis
+// is trusted, as before the store knew of the policy.
+func (w *evictionWatch) await(d time.Duration, cut <-chan struct{}) {
 	if w == nil {
 		return
 	}
@@ -81,6 +82,7 @@ func (w *evictionWatch) await(d time.Duration) {
 	select {
 	case <-w.first:
 	case <-t.C:
+	case <-cut:
 	}
 }
 

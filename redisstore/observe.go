@@ -18,8 +18,9 @@ const (
 	// ErrorTimeout: no answer in time.
 	ErrorTimeout ErrorKind = "timeout"
 	// ErrorConnection: the connection could not be made or broke, or the
-	// deadline passed while the client's dials were refused (a stopped
-	// Redis, which go-redis's dial retries would report as a timeout).
+	// call ended (at its deadline, or cut short by a refused dial) while
+	// the client's dials were refused (a stopped Redis, which go-redis's
+	// dial retries would report as a timeout).
 	ErrorConnection ErrorKind = "connection"
 	// ErrorScript: Redis answered with an error (OOM, a script error), or
 	// with a reply the store cannot read.
@@ -42,10 +43,9 @@ type Observer interface {
 // WithObserver sets an Observer of a Redis store's failed calls and
 // breaker; nil (the default) observes nothing, and a nil pointer in an
 // Observer is refused. Decisions themselves are observed by the middleware
-// (middleware.WithObserver). The memory store ignores it. With an Observer
-// the store adds a hook to a go-redis Client (or to the node clients a
-// ClusterClient makes from then on) that only notes whether dials fail to
-// connect, to tell a stopped Redis from a slow one.
+// (middleware.WithObserver). The memory store ignores it. The hook New adds
+// to the client's dials tells a stopped Redis (a connection failure) from a
+// slow one (a timeout).
 func WithObserver(o Observer) Option {
 	return func(c *config) {
 		if o != nil && isNilValue(o) {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/breaker"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -86,27 +87,19 @@ func TestStoreObserver(t *testing.T) {
 		t.Fatalf("under OOM: %+v %v", r, err)
 	}
 	srv.Stop()
-	for i := range 6 { // keys of their own: one call each
+	for i := range 6 { // keys of their own: one call each, were they sent
 		if _, err := l.Allow(ctx, fmt.Sprint("b", i), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The calls outlive their requests' deadline: wait for them to fail.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		obs.mu.Lock()
-		n := len(obs.breakers)
-		obs.mu.Unlock()
-		if n > 0 {
-			break
-		}
+	// The first refused connection opens the breaker, and the other five
+	// requests are not sent. The OOM reply does not count towards the
+	// breaker.
+	if got := waitErrors(obs, 2); got[ErrorScript] != 1 || got[ErrorConnection] != 1 || len(got) != 2 {
+		t.Errorf("errors %v, want 1 script and 1 connection", got)
 	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	// The OOM reply does not count towards the breaker; five refused
-	// connections open it, and the sixth request is not sent.
-	if obs.errors[ErrorScript] != 1 || obs.errors[ErrorConnection] != 5 {
-		t.Errorf("errors %v, want 1 script and 5 connection", obs.errors)
-	}
 	if len(obs.breakers) != 1 || obs.breakers[0] != "obs true" {
 		t.Errorf("breaker changes %v, want [obs true]", obs.breakers)
 	}
@@ -114,23 +107,27 @@ func TestStoreObserver(t *testing.T) {
 
 // A stopped Redis is a connection failure, not a timeout, with go-redis's
 // default client, whose retries of refused dials outlast the call's
-// deadline; a frozen one, which accepts connections but never answers,
+// deadline (and the refused dial opens the breaker: the other requests are
+// not sent); a frozen one, which accepts connections but never answers,
 // stays a timeout.
 func TestStoppedRedisCountsAsConnection(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		fault func(*redistest.Server)
 		want  ErrorKind
+		calls int
+		open  bool
 	}{
-		{"stopped", (*redistest.Server).Stop, ErrorConnection},
-		{"frozen", func(s *redistest.Server) { s.Freeze(); t.Cleanup(s.Thaw) }, ErrorTimeout},
+		{"stopped", (*redistest.Server).Stop, ErrorConnection, 1, true},
+		{"frozen", func(s *redistest.Server) { s.Freeze(); t.Cleanup(s.Thaw) }, ErrorTimeout, 4, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 			defer c.Close()
 			obs := &storeEvents{errors: map[ErrorKind]int{}}
-			l, err := algorithms.New(New(c, WithObserver(obs), WithLogger(quietLogger()), WithMaxInFlight(8)), algorithms.FixedWindow, algorithms.PerMinute(5))
+			store := New(c, WithObserver(obs), WithLogger(quietLogger()), WithMaxInFlight(8))
+			l, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(5))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,8 +141,11 @@ func TestStoppedRedisCountsAsConnection(t *testing.T) {
 					t.Fatalf("%+v %v, want decided locally", r, err)
 				}
 			}
-			if got := waitErrors(obs, 4); got[tc.want] != 4 || len(got) != 1 {
-				t.Errorf("errors %v, want 4 %s", got, tc.want)
+			if open := store.guard.breaker.State() == breaker.Open; open != tc.open {
+				t.Errorf("breaker open %v, want %v", open, tc.open)
+			}
+			if got := waitErrors(obs, tc.calls); got[tc.want] != tc.calls || len(got) != 1 {
+				t.Errorf("errors %v, want %d %s", got, tc.calls, tc.want)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/breaker"
 )
 
 // FailureMode is what a Redis store's limiter does with a request that Redis
@@ -42,20 +43,38 @@ func (m FailureMode) String() string {
 }
 
 // BreakerPolicy sets when a Redis store stops asking Redis and decides
-// locally instead: after Failures consecutive failed calls, or when
+// locally instead: at once when Redis refuses a connection (a stopped
+// server, see New), after Failures consecutive failed calls, or when
 // failures reach Ratio of the calls in one Window once it holds MinCalls
 // calls. A failure is an error from Redis or a call that outlived its
 // deadline; a decision that waited in this process for its turn (a
 // saturated process) is not one. After OpenFor one call probes Redis: its
-// success closes the breaker, its failure opens it again. A zero field takes
-// its default: Failures 5, Ratio 0.5, MinCalls 20, Window 1 s, OpenFor
-// 500 ms.
+// success closes the breaker, its failure (or a refused connection while it
+// is out) opens it again for twice as long as the time before, up to
+// MaxOpenFor, so a long outage costs a probe, and a change of state, ever
+// more rarely; a success sets the open time back to OpenFor. A zero field
+// takes its default: Failures 5, Ratio 0.5, MinCalls 20, Window 1 s,
+// OpenFor 500 ms, MaxOpenFor DefaultMaxOpenFor (or OpenFor if longer).
+// MaxOpenFor equal to OpenFor turns the backoff off; below OpenFor, New
+// refuses it. The backoff is proved by TestBackoff and TestTrip (package
+// internal/breaker) and, against a killed Redis under load, by
+// TestOutageBacksOff.
 type BreakerPolicy struct {
-	Failures int
-	Ratio    float64
-	MinCalls int
-	Window   time.Duration
-	OpenFor  time.Duration
+	Failures   int
+	Ratio      float64
+	MinCalls   int
+	Window     time.Duration
+	OpenFor    time.Duration
+	MaxOpenFor time.Duration
+}
+
+// breakerConfig is p as the breaker takes it, the store's defaults in.
+func (p BreakerPolicy) breakerConfig() breaker.Config {
+	c := breaker.Config(p).WithDefaults()
+	if p.MaxOpenFor == 0 {
+		c.MaxOpenFor = max(DefaultMaxOpenFor, c.OpenFor)
+	}
+	return c
 }
 
 // Defaults of the Redis store's options.
@@ -73,6 +92,11 @@ const (
 	// of one limiter in one script call (one slot's on Cluster), the
 	// calls of other limiters and slots in the same pipeline.
 	DefaultMaxKeysPerCall = 64
+	// DefaultMaxOpenFor caps the breaker's open time, which each failed
+	// probe doubles from BreakerPolicy.OpenFor, unless the policy says
+	// otherwise: during a long outage a store probes Redis every 10 s,
+	// and is back on Redis at most 10 s after Redis is.
+	DefaultMaxOpenFor = 10 * time.Second
 	// DefaultMaxWaiting is the most decisions a Redis store holds waiting
 	// for Redis at once unless WithMaxWaiting says otherwise; beyond it a
 	// decision is made locally at once.
@@ -146,8 +170,10 @@ func WithInstances(n int) Option {
 // WithBreaker sets when a Redis store stops asking Redis (see
 // BreakerPolicy). The zero BreakerPolicy means the defaults.
 func WithBreaker(p BreakerPolicy) Option {
-	bad := p.Failures < 0 || p.Ratio < 0 || p.Ratio > 1 || p.MinCalls < 0 || p.Window < 0 || p.OpenFor < 0
-	return redisOption(!bad, func(r *redisConfig) { r.breaker = p }, "breaker policy %+v has a negative field or a ratio above 1", p)
+	bad := p.Failures < 0 || p.Ratio < 0 || p.Ratio > 1 || p.MinCalls < 0 || p.Window < 0 || p.OpenFor < 0 || p.MaxOpenFor < 0 ||
+		p.MaxOpenFor != 0 && p.MaxOpenFor < p.breakerConfig().OpenFor
+	return redisOption(!bad, func(r *redisConfig) { r.breaker = p },
+		"breaker policy %+v has a negative field, a ratio above 1 or a MaxOpenFor below OpenFor", p)
 }
 
 // WithMaxInFlight sets how many round trips (a script call, or a pipeline

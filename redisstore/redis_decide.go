@@ -24,11 +24,13 @@ type guard struct {
 	mode    FailureMode
 	logger  *slog.Logger
 	breaker *breaker.Breaker
-	batcher *batcher
-	denials *denials
-	said    *lastSaid    // Redis's last answer per key, for the twin to start from
-	ids     *callIDs     // of the script calls, so that each counts once
-	lastLog atomic.Int64 // Unix nanoseconds of the last failure logged
+	// breakerLog logs the breaker's changes, a few a minute at most.
+	breakerLog *breakerLog
+	batcher    *batcher
+	denials    *denials
+	said       *lastSaid    // Redis's last answer per key, for the twin to start from
+	ids        *callIDs     // of the script calls, so that each counts once
+	lastLog    atomic.Int64 // Unix nanoseconds of the last failure logged
 
 	// releases removes from Redis the concurrency leases it may hold
 	// after a fault (see concurrency_releases.go).
@@ -47,8 +49,10 @@ type guard struct {
 	observer Observer // nil: none
 	name     string   // the store's prefix, naming it to the observer
 
-	// dials watches the client's dials when there is an observer, so that
-	// it hears of a stopped Redis as a connection failure (see kindOf).
+	// dials watches the client's dials (nil for a client of another
+	// type), so that a refused one ends every wait at once (see
+	// dialwatch.go) and the observer hears of a stopped Redis as a
+	// connection failure (see kindOf).
 	dials *dialWatch
 
 	// reload asks a Cluster client to load the slot map again, at most once
@@ -91,18 +95,8 @@ func newGuard(cfg config, pool int) *guard {
 	}
 	g.batcher = newBatcher(inFlight, rc.maxWaiting, batch, keys)
 	g.batcher.clock = cfg.clock
-	g.breaker = breaker.New(breaker.Config(rc.breaker), func(from, to breaker.State, reason string) {
-		level := slog.LevelWarn
-		if to == breaker.Closed {
-			level = slog.LevelInfo
-		}
-		if g.observer != nil && (from == breaker.Closed) != (to == breaker.Closed) {
-			g.observer.BreakerChanged(g.name, to != breaker.Closed)
-		}
-		g.logger.LogAttrs(context.Background(), level, "redlimit: Redis breaker "+to.String(),
-			slog.String("from", from.String()), slog.String("reason", reason),
-			slog.String("failure_mode", g.mode.String()))
-	})
+	g.breakerLog = newBreakerLog(g.logBreaker)
+	g.breaker = breaker.New(rc.breaker.breakerConfig(), g.breakerChanged)
 	return g
 }
 
@@ -136,6 +130,10 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 	if !ok {
 		return l.fail(key, cost, errBreakerOpen)
 	}
+	if probe && g.refusing() {
+		l.probeAside(key)
+		return l.fail(key, cost, errRefused)
+	}
 	// The context's deadline is on the wall clock, the store's on its own
 	// (WithClock): compare what is left of each, not the instants.
 	budget, ctxBinds := g.timeout, false
@@ -145,6 +143,7 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 		}
 	}
 	deadline := now.Add(budget)
+	cut := g.wheel.cutOff() // taken before the call can be refused
 	w := newWaiter(cost, deadline, probe)
 	start, ok := g.batcher.submit(l, key, w)
 	if !ok {
@@ -162,7 +161,7 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 	}
 
 	// Wait on the context alone when its deadline is ours, else on the
-	// store's deadline wheel.
+	// store's deadline wheel; and on a refused dial (see dialwatch.go).
 	select {
 	case <-w.done: // flushed inline
 		return l.answered(w, key)
@@ -177,17 +176,19 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 	case <-w.done:
 		return l.answered(w, key)
 	case <-expired:
+	case <-cut:
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
 	}
-	return l.gaveUp(ctx, key, w, probe, ctxErr)
+	return l.gaveUp(ctx, key, w, probe, ctxErr, now)
 }
 
-// gaveUp answers the request of a waiter whose deadline passed (ctxErr
-// nil: the store's; else the context's) before its answer came: by the
-// answer if it came meanwhile, else by the failure mode, charging what
-// the twin admits as the charge line says (see redis_charges.go).
-func (l *redisLimiter) gaveUp(ctx context.Context, key string, w *waiter, probe bool, ctxErr error) (algorithms.Result, error) {
+// gaveUp answers the request of a waiter, made at began, whose deadline
+// passed (ctxErr nil: the store's, or a refused dial ended the wait; else
+// the context's) before its answer came: by the answer if it came
+// meanwhile, else by the failure mode, charging what the twin admits as
+// the charge line says (see redis_charges.go).
+func (l *redisLimiter) gaveUp(ctx context.Context, key string, w *waiter, probe bool, ctxErr error, began time.Time) (algorithms.Result, error) {
 	g, cost := l.guard, w.cost
 	queued := w.state.CompareAndSwap(waiterQueued, waiterAbandoned)
 	dropped := !queued && w.state.CompareAndSwap(waiterDropped, waiterAbandoned)
@@ -209,6 +210,8 @@ func (l *redisLimiter) gaveUp(ctx context.Context, key string, w *waiter, probe 
 	switch {
 	case ctxErr != nil:
 		cause = fmt.Errorf("%w before Redis answered", ctxErr)
+	case g.refusedSince(began):
+		cause = errRefused
 	case sent:
 		cause = errNoAnswer
 	}
@@ -250,6 +253,7 @@ var (
 	errSaturated          = errors.New("redisstore: too many decisions waiting in this process")
 	errQueuedPastDeadline = errors.New("redisstore: the deadline passed before a connection was free to send the decision")
 	errNoAnswer           = errors.New("redisstore: no answer within the deadline")
+	errRefused            = errors.New("redisstore: Redis refused the connection")
 )
 
 // fail decides a request that Redis could not, by the store's FailureMode,

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -155,6 +157,10 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 		// Whether the call ran is unknown unless it never left: what the
 		// twin admits is then charged unless the call ran (see doubtOf).
 		doubt := doubtOf(j.err, j.id, j.in)
+		err := j.err
+		if errors.Is(err, context.Canceled) && g.refusedSince(sent) {
+			err = fmt.Errorf("%w (%w)", errRefused, err) // ended by expireAll: say why
+		}
 		if doubt.id != 0 && doubt != noCharge && len(j.costs) > 1 {
 			// A call of several requests keeps its reply when it admitted
 			// any of them, so a charge under its id would be swallowed for
@@ -164,7 +170,7 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 		var gone []*waiter
 		for _, w := range j.live {
 			w.doubt = doubt
-			if !w.deliver(algorithms.Result{}, j.err) {
+			if !w.deliver(algorithms.Result{}, err) {
 				gone = append(gone, w)
 			}
 		}

@@ -251,6 +251,8 @@ func TestRedisOptionsRefused(t *testing.T) {
 	c := redisClientNeverUsed()
 	for _, opt := range []Option{
 		WithTimeout(0), WithFailureMode(FailureMode(9)), WithInstances(0), WithBreaker(BreakerPolicy{Ratio: 2}),
+		WithBreaker(BreakerPolicy{MaxOpenFor: -time.Second}), WithBreaker(BreakerPolicy{MaxOpenFor: 100 * time.Millisecond}),
+		WithBreaker(BreakerPolicy{OpenFor: 2 * time.Second, MaxOpenFor: time.Second}),
 		WithMaxInFlight(0), WithMaxWaiting(0), WithDenialCache(-1), WithLogger(nil),
 	} {
 		if _, err := algorithms.New(New(c, opt), algorithms.FixedWindow, algorithms.PerSecond(1)); err == nil || !strings.Contains(err.Error(), "invalid option") {

@@ -3,7 +3,8 @@
 // shared by every instance. Behind New, each mechanism keeps one invariant
 // in a file of its own, named in its doc comment with the test that proves
 // it: batching and same-key coalescing (redis_batch.go), exactly-once
-// replies (redis_once.go), deadlines (deadline.go), the denial cache
+// replies (redis_once.go), deadlines (deadline.go), refused dials
+// (dialwatch.go), the breaker's log (breaker_log.go), the denial cache
 // (denials.go, denials_sync.go), the ledger of what a fault leaves owed
 // (ledger.go): the local decider's charges (redis_charges.go), the gate
 // after a fault (redis_gate.go), the settler (settler.go) and the doubts
@@ -77,6 +78,14 @@ type Store struct {
 // New returns a store that keeps state in Redis through client.
 // Options it cannot use, and a nil client, make New return an error.
 //
+// New adds a hook to client (a *redis.Client, Sentinel's included, or the
+// node clients a *redis.ClusterClient makes from then on; not to other
+// clients) that watches its dials and nothing else: a dial that Redis
+// refuses (a stopped server) opens the breaker at once and ends every
+// decision's wait, so that a dead Redis costs each decision well under a
+// millisecond, from the first (see dialwatch.go). The hook stays on the
+// client after Close.
+//
 // Any go-redis client settings keep each decision counted once: go-redis
 // sends a script call again when its reply was lost (a Client up to
 // MaxRetries times, a ClusterClient up to MaxRedirects times), and the
@@ -98,9 +107,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		s.guard = newGuard(cfg, poolSize(client))
 		s.guard.inline = honoursDeadlines(client)
 		s.guard.releases = newReleaseLine(client, onceTTL(cfg.redis.timeout), s.guard.callTimeout())
-		if cfg.redis.observer != nil {
-			s.guard.dials = watchDials(client, cfg.clock)
-		}
+		s.guard.dials = watchDials(client, cfg.clock, s.guard.refused)
 		if cc, ok := client.(*redis.ClusterClient); ok {
 			s.guard.reload = func() { cc.ReloadState(context.Background()) }
 		}
@@ -108,8 +115,9 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		s.local = memstore.New(memstore.WithClock(cfg.clock))
 		s.guard.denials.follow(client, cfg.prefix, cfg.clock, s.guard.logger)
 		if !cfg.redis.evictionAllowed {
+			cut := s.guard.wheel.cutOff() // before the watch dials: a refusal ends the wait
 			s.guard.evict = watchEviction(client, s.guard.logger, cfg.redis.mode)
-			s.guard.evict.await(cfg.redis.timeout)
+			s.guard.evict.await(cfg.redis.timeout, cut)
 		}
 	}
 	return s

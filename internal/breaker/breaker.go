@@ -1,9 +1,13 @@
 // Package breaker decides when a rate limiter stops asking a store that
 // looks unhealthy, on evidence gathered over many calls rather than from one
 // error: a run of consecutive failures, or a failure ratio over a short
-// window with enough calls in it. While it is open nothing is asked; once
-// the open time is over one call (the probe) is let through, and its outcome
-// closes the breaker or opens it again.
+// window with enough calls in it; or at once on evidence that needs no
+// second call (Trip: the store refused a connection). While it is open
+// nothing is asked; once the open time is over one call (the probe) is let
+// through, and its outcome closes the breaker or opens it again, for twice
+// the open time before, up to a cap (MaxOpenFor), so that a long outage
+// costs a probe and a change of state ever more rarely (TestBackoff,
+// TestTrip).
 package breaker
 
 import (
@@ -52,9 +56,13 @@ type Config struct {
 	MinCalls int
 	// Window is the span over which Ratio is measured (default 1 s).
 	Window time.Duration
-	// OpenFor is how long the breaker stays open before a probe
+	// OpenFor is how long the breaker stays open before its first probe
 	// (default 500 ms).
 	OpenFor time.Duration
+	// MaxOpenFor caps the open time, which each failed probe doubles, from
+	// OpenFor, and a probe's success sets back to OpenFor (default, and at
+	// least, OpenFor: no backoff).
+	MaxOpenFor time.Duration
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -74,6 +82,7 @@ func (c Config) WithDefaults() Config {
 	if c.OpenFor == 0 {
 		c.OpenFor = 500 * time.Millisecond
 	}
+	c.MaxOpenFor = max(c.MaxOpenFor, c.OpenFor)
 	return c
 }
 
@@ -100,13 +109,24 @@ type Breaker struct {
 	calls       int
 	failures    int
 	openedAt    time.Time
+	openFor     time.Duration // the open time now: OpenFor doubled per failed probe, up to MaxOpenFor
 	probing     bool
 }
 
 // New returns a closed breaker. onChange, if not nil, is called once per
 // change of state, with the lock released, with why it changed.
 func New(cfg Config, onChange func(from, to State, reason string)) *Breaker {
-	return &Breaker{cfg: cfg.WithDefaults(), onChange: onChange}
+	b := &Breaker{cfg: cfg.WithDefaults(), onChange: onChange}
+	b.openFor = b.cfg.OpenFor
+	return b
+}
+
+// OpenFor returns the open time now: how long the breaker stays open
+// after it opened (again), before a probe.
+func (b *Breaker) OpenFor() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.openFor
 }
 
 // State returns the current state.
@@ -128,7 +148,7 @@ func (b *Breaker) Allow(now time.Time) (ok, probe bool) {
 	case st == Closed:
 		b.mu.Unlock()
 		return true, false
-	case b.probing || now.Sub(b.openedAt) < b.cfg.OpenFor:
+	case b.probing || now.Sub(b.openedAt) < b.openFor:
 		b.mu.Unlock()
 		return false, false
 	}
@@ -140,10 +160,12 @@ func (b *Breaker) Allow(now time.Time) (ok, probe bool) {
 }
 
 // Record records a call's outcome at now. A probe's success closes the
-// breaker and its failure opens it again; other outcomes count towards the
-// consecutive-failure run and the window's ratio while the breaker is
-// closed, and are ignored otherwise (they were let through before it
-// opened).
+// breaker and sets the open time back to OpenFor; its failure opens it
+// again and doubles the open time, up to MaxOpenFor. A probe's outcome
+// that comes after Trip ended the probe is ignored. Other outcomes count
+// towards the consecutive-failure run and the window's ratio while the
+// breaker is closed, and are ignored otherwise (they were let through
+// before it opened).
 func (b *Breaker) Record(now time.Time, success, probe bool) {
 	if success && !probe && State(b.state.Load()) == Closed && now.UnixNano() < b.windowEnd.Load() {
 		b.successes.Add(1)
@@ -159,12 +181,17 @@ func (b *Breaker) Record(now time.Time, success, probe bool) {
 	}
 	st := State(b.state.Load())
 	if probe {
+		if !b.probing { // Trip ended it: the breaker heard already
+			b.mu.Unlock()
+			return
+		}
 		b.probing = false
-		to, reason := Closed, "the probe succeeded"
+		to, reason, openFor := Closed, "the probe succeeded", b.cfg.OpenFor
 		if !success {
-			to, reason = Open, "the probe failed"
+			to, reason, openFor = Open, "the probe failed", b.backedOff()
 			b.openedAt = now
 		}
+		b.openFor = openFor
 		b.reset(now)
 		b.state.Store(int32(to))
 		b.mu.Unlock()
@@ -202,6 +229,40 @@ func (b *Breaker) Record(now time.Time, success, probe bool) {
 	b.state.Store(int32(Open))
 	b.mu.Unlock()
 	b.changed(Closed, Open, reason)
+}
+
+// Trip opens the breaker at now on evidence that needs no second call (the
+// store refused a connection): a closed breaker opens whatever its counts;
+// a half-open one opens as if its probe had failed, doubling the open time
+// (the probe's own outcome, when it comes, is ignored). An open breaker is
+// left as it is, its open time running on: the same evidence keeps coming
+// while the store stays away. It takes no lock when the breaker is open.
+func (b *Breaker) Trip(now time.Time, reason string) {
+	if State(b.state.Load()) == Open {
+		return
+	}
+	b.mu.Lock()
+	from := State(b.state.Load())
+	switch from {
+	case Open:
+		b.mu.Unlock()
+		return
+	case HalfOpen:
+		b.probing = false
+		b.openFor = b.backedOff()
+	}
+	b.openedAt = now
+	b.reset(now)
+	b.state.Store(int32(Open))
+	b.mu.Unlock()
+	b.changed(from, Open, reason)
+}
+
+// backedOff returns the open time after a failed probe: twice what it
+// was, up to MaxOpenFor. (A closed breaker's is OpenFor: a probe's success
+// set it back.) The caller holds b.mu.
+func (b *Breaker) backedOff() time.Duration {
+	return min(2*b.openFor, b.cfg.MaxOpenFor)
 }
 
 // reset starts the counts over. The caller holds b.mu.
