@@ -39,9 +39,14 @@ const DenialCacheBound = 100 * time.Millisecond
 // held): the local twin, which does not know of it, must not admit in
 // Redis's stead.
 //
-// Memory is bounded: each shard holds at most its share of the size, and a
-// full shard drops expired entries first, else an arbitrary one (forgetting
-// a denial only means asking Redis again).
+// Capacity: WithDenialCache entries (100,000 by default), whatever the
+// number of keys clients send: each shard holds at most its share, and a
+// full shard drops expired entries first, else an arbitrary one.
+// Forgetting a denial only means asking Redis again; while Redis cannot
+// answer, the key's twin starts from Redis's last answers (lastSaid: the
+// denial too), or from forgottenAllowance when those were forgotten as
+// well, so a forgotten denial admits at most L + n over the period
+// (TestScaleForgottenAnswers, 160,000 denied identities).
 // denialShards is a power of two, so a hash picks a shard with a mask.
 const denialShards = 64
 

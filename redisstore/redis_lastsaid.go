@@ -41,8 +41,10 @@ import (
 // starts from a full share.
 //
 // Proved by TestLocalStartsFromRedis, TestLocalRemembersEveryLimit,
-// TestLocalForgetsStrictly (several times the capacity) and
-// TestChargesAcrossInstances.
+// TestLocalForgetsStrictly (four times a capacity of 1,024),
+// TestLastSaidKeepsTheLaterAnswer, TestChargesAcrossInstances and, at
+// 40,000 and 160,000 identities against the default capacity,
+// TestScaleForgottenAnswers (make test-scale).
 type lastSaid struct {
 	seed  maphash.Seed
 	locks [64]sync.Mutex

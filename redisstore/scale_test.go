@@ -23,10 +23,16 @@ import (
 // opts, and a limiter of alg and limits on each.
 func scaleStores(t *testing.T, srv *redistest.Server, n int, alg algorithms.Algorithm, limits []algorithms.Limit, opts ...Option) ([]*Store, []algorithms.RateLimiter) {
 	t.Helper()
+	return scaleStoresAt(t, srv.Addr, n, alg, limits, opts...)
+}
+
+// scaleStoresAt is scaleStores with the clients connecting to addr.
+func scaleStoresAt(t *testing.T, addr string, n int, alg algorithms.Algorithm, limits []algorithms.Limit, opts ...Option) ([]*Store, []algorithms.RateLimiter) {
+	t.Helper()
 	var stores []*Store
 	var ls []algorithms.RateLimiter
 	for range n {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 16})
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 16})
 		t.Cleanup(func() { _ = c.Close() })
 		s := New(c, append([]Option{WithInstances(n), WithLogger(quietLogger())}, opts...)...)
 		t.Cleanup(func() { _ = s.Close() })
@@ -114,7 +120,8 @@ func TestScaleForgottenAnswers(t *testing.T) {
 }
 
 // Three stores, 20,000 identities, a fault that begins before the load
-// (Redis frozen, or paused with CLIENT PAUSE): each store's twin admits its
+// (Redis frozen, paused with CLIENT PAUSE, killed and restarted empty, or
+// behind a partition that drops every packet): each store's twin admits its
 // share of every key and owes it; the fault ends and the traffic resumes
 // at once through every store. The charges settle at Redis's speed and the
 // gates hold each key until every store's debts have landed, so no key is
@@ -123,13 +130,28 @@ func TestScaleForgottenAnswers(t *testing.T) {
 // is logged.
 func TestScaleSettleAtRedisSpeed(t *testing.T) {
 	const keys, limit, n = 20_000, 9, 3
-	var pausedAt time.Time
-	faults := map[string][2]func(srv *redistest.Server){
-		"freeze": {func(srv *redistest.Server) { srv.Freeze() }, func(srv *redistest.Server) { srv.Thaw() }},
+	// Each fault: the address the stores use, and what begins and ends it.
+	faults := map[string]func(t *testing.T, srv *redistest.Server) (addr string, begin, end func()){
+		"freeze": func(_ *testing.T, srv *redistest.Server) (string, func(), func()) {
+			return srv.Addr, srv.Freeze, srv.Thaw
+		},
 		// A pause of 5 s (no command ends one early: CLIENT UNPAUSE waits
 		// too), over once the load has been sent.
-		"pause": {func(srv *redistest.Server) { _, _ = srv.Do("CLIENT", "PAUSE", "5000", "ALL"); pausedAt = time.Now() },
-			func(srv *redistest.Server) { time.Sleep(time.Until(pausedAt.Add(5 * time.Second))) }},
+		"pause": func(_ *testing.T, srv *redistest.Server) (string, func(), func()) {
+			var at time.Time
+			return srv.Addr, func() { _, _ = srv.Do("CLIENT", "PAUSE", "5000", "ALL"); at = time.Now() },
+				func() { time.Sleep(time.Until(at.Add(5 * time.Second))) }
+		},
+		// Killed before the load and restarted empty: nothing was counted
+		// before, so the bound is L + n still.
+		"restart": func(_ *testing.T, srv *redistest.Server) (string, func(), func()) {
+			return srv.Addr, srv.Kill, srv.Restart
+		},
+		// Every packet dropped, both ways, the connections left open.
+		"partition": func(t *testing.T, srv *redistest.Server) (string, func(), func()) {
+			p := newCutProxy(t, srv.Addr)
+			return p.addr, func() { p.cut.Store(true) }, func() { p.cut.Store(false) }
+		},
 	}
 	limiters := []struct {
 		alg    algorithms.Algorithm
@@ -142,16 +164,17 @@ func TestScaleSettleAtRedisSpeed(t *testing.T) {
 	}
 	for name, fault := range faults {
 		for _, lim := range limiters {
-			if name == "pause" && lim.alg != algorithms.FixedWindow {
-				continue // a pause is a freeze to the client: one algorithm suffices
+			if name != "freeze" && lim.alg != algorithms.FixedWindow {
+				continue // the algorithms under one fault; the faults under one algorithm
 			}
 			t.Run(fmt.Sprintf("%s/%s/%d limits", name, lim.alg, len(lim.limits)), func(t *testing.T) {
 				srv := redistest.StartServer(t)
-				stores, ls := scaleStores(t, srv, n, lim.alg, lim.limits, WithTimeout(50*time.Millisecond))
+				addr, begin, end := fault(t, srv)
+				stores, ls := scaleStoresAt(t, addr, n, lim.alg, lim.limits, WithTimeout(50*time.Millisecond))
 				admitted := make([]atomic.Int32, keys)
-				fault[0](srv)
+				begin()
 				spend(t, ls, keys, 2*n, admitted)
-				fault[1](srv)
+				end()
 				ended := time.Now()
 				done := make(chan time.Duration, 1)
 				go func() { done <- allSettled(stores, ended) }()
