@@ -26,7 +26,11 @@ import (
 func TestCollect(t *testing.T) {
 	m, reader := newMetrics(t)
 	const breaker = "redlimit.breaker.open{redlimit.policy=api}"
-	observertest.Replay(t, m, func() bool { return collect(t, reader).values[breaker] == 1 })
+	const refused = "redlimit.store.errors{error.type=connection}"
+	observertest.Replay(t, m, func() bool {
+		got := collect(t, reader).values
+		return got[breaker] == 1 && got[refused] == 1
+	})
 
 	got := collect(t, reader)
 	wantValues := map[string]float64{
@@ -38,7 +42,7 @@ func TestCollect(t *testing.T) {
 		"redlimit.requests{redlimit.policy=api,redlimit.result=allowed}":          1,
 		"redlimit.requests{redlimit.policy=api,redlimit.result=local_allowed}":    6,
 		"redlimit.store.errors{error.type=script}":                                1,
-		"redlimit.store.errors{error.type=connection}":                            5,
+		refused: 1,
 		breaker: 1,
 		"redlimit.decision.duration{redlimit.store=memory}": 6,
 		"redlimit.decision.duration{redlimit.store=redis}":  7,

@@ -30,9 +30,11 @@ type Observer interface {
 	redisstore.Observer
 }
 
-// Replay drives obs through three policies and then waits until
-// breakerOpen, which reads the exporter's own output, reports the Redis
-// store's breaker open. What obs has seen by then, and nothing else:
+// Replay drives obs through three policies and then waits until seen,
+// which reads the exporter's own output, reports the Redis store's breaker
+// open and its refused connection counted (the call reports its error
+// after the refusal has opened the breaker). What obs has seen by then,
+// and nothing else:
 //
 //	policy  outcome        requests
 //	search  allowed        2
@@ -43,9 +45,9 @@ type Observer interface {
 //	api     allowed        1
 //	api     local_allowed  6
 //
-// store errors: 1 script, 5 connection; the breaker of policy api open;
+// store errors: 1 script, 1 connection; the breaker of policy api open;
 // decision durations: 6 of store memory, 7 of store redis, each under 1 s.
-func Replay(t *testing.T, obs Observer, breakerOpen func() bool) {
+func Replay(t *testing.T, obs Observer, seen func() bool) {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
@@ -71,8 +73,9 @@ func Replay(t *testing.T, obs Observer, breakerOpen func() bool) {
 	}
 
 	// Redis: 1 allowed; under OOM a new key is decided locally (1 store
-	// error of kind script); with Redis gone, five refused connections open
-	// the breaker, and those keys are decided locally.
+	// error of kind script); with Redis gone, the first refused connection
+	// opens the breaker at once (1 store error of kind connection), and the
+	// five keys are decided locally.
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer client.Close()
@@ -88,7 +91,7 @@ func Replay(t *testing.T, obs Observer, breakerOpen func() bool) {
 	for i := range 5 {
 		send(api, "192.0.2."+string(rune('5'+i))+":1")
 	}
-	waitFor(t, breakerOpen)
+	waitFor(t, seen)
 }
 
 // ReplaySkipped sends five requests through policy api on a memory store,
