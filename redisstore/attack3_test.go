@@ -146,7 +146,7 @@ func TestAttack3OneScriptMatchesDriver(t *testing.T) {
 				quota := ratemath.QuotaOf(alg, lim) // Allow refuses more (ErrCostExceedsLimit), and cost 0
 				periodUs := lim.Period.Microseconds()
 				a, b := "a:{k}:s", "b:{k}:s"
-				for step := range 400 {
+				for step := range stepsOf(400) {
 					now, _ = frozenStep(ctx, c, rng, now, lim, false, []string{a}, []string{b})
 					var list string
 					plain := rng.IntN(2) == 0

@@ -90,7 +90,7 @@ func TestBatchScriptMatchesDriver(t *testing.T) {
 					a[i], b[i] = fmt.Sprintf("a:{k}:%d", i), fmt.Sprintf("b:{k}:%d", i)
 				}
 				var isolated, denied, multi int // what the steps covered
-				for step := range 500 {
+				for step := range stepsOf(500) {
 					now, _ = frozenStep(ctx, c, rng, now, lim, false, a[:], b[:])
 					switch rng.IntN(12) {
 					case 0:
