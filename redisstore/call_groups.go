@@ -82,11 +82,7 @@ func (b *batcher) resolveGroups(asks []groupAsk) bool {
 		case !groupAdmitted(reply, a.in.group):
 			o.cost += o.doubt
 		}
-		o.doubt, o.id, o.in = 0, 0, callGroup{}
-		if o.cost == 0 {
-			delete(b.owed, a.key)
-			b.ungateLaterLocked(a.key, b.clock())
-		}
+		b.doubtSettledLocked(a.key, o)
 	}
 	return all
 }

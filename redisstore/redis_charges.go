@@ -192,13 +192,20 @@ func (b *batcher) settleCharges(taken []chargeTaken, calls []*scriptCall) bool {
 			all = false
 			continue
 		}
-		o.doubt, o.id = 0, 0
-		if o.cost == 0 {
-			delete(b.owed, c.key)
-			b.ungateLaterLocked(c.key, b.clock())
-		}
+		b.doubtSettledLocked(c.key, o)
 	}
 	return all
+}
+
+// doubtSettledLocked records that key's doubt is settled (counted, or
+// turned into a charge): an entry that owes nothing more goes, and the
+// key's gate starts its grace. b.mu is held.
+func (b *batcher) doubtSettledLocked(key queueKey, o *owedCharge) {
+	o.doubt, o.id, o.in = 0, 0, callGroup{}
+	if o.cost == 0 {
+		delete(b.owed, key)
+		b.ungateLaterLocked(key, b.clock())
+	}
 }
 
 // forgetCharge drops what key owes, unless a call carries it now: a reset
