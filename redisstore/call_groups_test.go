@@ -172,17 +172,9 @@ func TestGroupedCallsAreCharged(t *testing.T) {
 // settled waits until store owes Redis nothing, at most 10 s.
 func settled(t *testing.T, store *Store) {
 	t.Helper()
-	b := store.guard.batcher
-	for end := time.Now().Add(10 * time.Second); ; {
-		b.mu.Lock()
-		owed := len(b.owed)
-		b.mu.Unlock()
-		if owed == 0 {
-			return
-		}
+	for end := time.Now().Add(10 * time.Second); owedKeys(store) > 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("%d keys still owe 10 s after Redis came back", owed)
+			t.Fatalf("%d keys still owe 10 s after Redis came back", owedKeys(store))
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -142,7 +142,7 @@ func TestLocalForgetsStrictly(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			forEachKey(t, keys, func(i int) {
+			forEachKeyN(8, keys, func(i int) {
 				for r := range 3 {
 					res, err := l.Allow(ctx, keyName(i), 1)
 					if err != nil || !res.Allowed || res.Decider != algorithms.DecidedByStore {
@@ -152,7 +152,7 @@ func TestLocalForgetsStrictly(t *testing.T) {
 			})
 			srv.Stop()
 			var over atomic.Int64
-			forEachKey(t, keys, func(i int) {
+			forEachKeyN(8, keys, func(i int) {
 				n := 0
 				for range 3 {
 					res, err := l.Allow(ctx, keyName(i), 1)
@@ -181,21 +181,30 @@ func TestLocalForgetsStrictly(t *testing.T) {
 
 func keyName(i int) string { return "client-" + strconv.Itoa(i) }
 
-// forEachKey runs f for keys 0..n-1 on 8 goroutines and waits for them.
-func forEachKey(t *testing.T, n int, f func(i int)) {
-	t.Helper()
+// forEachKeyN runs f for keys 0..n-1 on g goroutines and waits for them.
+func forEachKeyN(g, n int, f func(i int)) {
 	var wg sync.WaitGroup
 	var next atomic.Int64
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range g {
+		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				f(i)
 			}
-		}()
+		})
 	}
 	wg.Wait()
+}
+
+// owedKeys is how many keys the stores owe Redis charges for.
+func owedKeys(stores ...*Store) int {
+	owed := 0
+	for _, s := range stores {
+		b := s.guard.batcher
+		b.mu.Lock()
+		owed += len(b.owed)
+		b.mu.Unlock()
+	}
+	return owed
 }
 
 // Answers can be remembered out of order (a request's owner gets its

@@ -199,19 +199,10 @@ func TestScaleSettleAtRedisSpeed(t *testing.T) {
 // allSettled waits until no store owes anything and returns how long
 // after since that was.
 func allSettled(stores []*Store, since time.Time) time.Duration {
-	for {
-		owed := 0
-		for _, s := range stores {
-			b := s.guard.batcher
-			b.mu.Lock()
-			owed += len(b.owed)
-			b.mu.Unlock()
-		}
-		if owed == 0 {
-			return time.Since(since)
-		}
+	for owedKeys(stores...) > 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
+	return time.Since(since)
 }
 
 // Saturation is not a fault of Redis, but it hands decisions to the twin
@@ -294,22 +285,5 @@ func TestScaleOneClientManyIdentities(t *testing.T) {
 	}
 	if served.Load() < honest*99/100 {
 		t.Errorf("%d of %d other clients' first requests passed; want at least 99%%", served.Load(), honest)
-	}
-}
-
-// forEachKeyN runs f for keys 0..n-1 on g goroutines and waits for them.
-func forEachKeyN(g, n int, f func(i int)) {
-	var next atomic.Int64
-	done := make(chan struct{})
-	for range g {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				f(i)
-			}
-		}()
-	}
-	for range g {
-		<-done
 	}
 }
