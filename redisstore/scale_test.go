@@ -269,10 +269,7 @@ func TestScaleOneClientManyIdentities(t *testing.T) {
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
 	})
-	b := stores[0].guard.batcher
-	b.mu.Lock()
-	owed := len(b.owed)
-	b.mu.Unlock()
+	owed := owedKeys(stores[0])
 	var served atomic.Int32
 	forEachKeyN(16, honest, func(i int) {
 		if res, _ := l.Allow(ctx, fmt.Sprintf("ip:198.51.%d.%d", i/256, i%256), 1); res.Allowed {
