@@ -59,14 +59,14 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"max keys negative", memstore.New(memstore.WithMaxKeys(-1)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"max keys under 1024", memstore.New(memstore.WithMaxKeys(1023)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"nil memory store option", memstore.New(memstore.WithClock(time.Now), nil), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"nil redis store option", New(redisClientNeverUsed(), nil), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
+		{"nil redis store option", storeNeverUsed(t, nil), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"typed nil memory store", (*memstore.Store)(nil), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"typed nil redis store", (*Store)(nil), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"zero memory store", &memstore.Store{}, algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"zero redis store", &Store{}, algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"typed nil redis client", New((*redis.Client)(nil)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"typed nil cluster client", New((*redis.ClusterClient)(nil)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"typed nil observer", New(redisClientNeverUsed(), WithObserver((*nilObserver)(nil))), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
+		{"typed nil observer", storeNeverUsed(t, WithObserver((*nilObserver)(nil))), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,7 +253,7 @@ func TestLimitHelpers(t *testing.T) {
 
 func TestPolicies(t *testing.T) {
 	limits := []algorithms.Limit{algorithms.PerSecond(10), {Rate: 1000, Period: time.Hour, Burst: 50}}
-	for _, store := range []algorithms.Store{memstore.New(), New(redisClientNeverUsed())} {
+	for _, store := range []algorithms.Store{memstore.New(), storeNeverUsed(t)} {
 		for _, tt := range []struct {
 			alg  algorithms.Algorithm
 			want []algorithms.Policy
@@ -275,6 +275,19 @@ func TestPolicies(t *testing.T) {
 // redisClientNeverUsed is a client for building limiters that make no call.
 func redisClientNeverUsed() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+}
+
+// storeNeverUsed is a store on redisClientNeverUsed, closed with its
+// client when t ends. It does not read the eviction policy: New would wait
+// up to the timeout for a read that cannot succeed.
+func storeNeverUsed(t testing.TB, opts ...Option) *Store {
+	c := redisClientNeverUsed()
+	s := New(c, append(opts, WithEvictionAllowed())...)
+	t.Cleanup(func() {
+		_ = s.Close()
+		_ = c.Close()
+	})
+	return s
 }
 
 // nilObserver is an Observer whose nil pointer would panic when used.

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -11,13 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// dialWatch is a go-redis hook on the client's dials, which New always
-// installs: go-redis dials on a goroutine of its own, retries a refused
+// dialWatch is a store's ear on its client's dials, which New always
+// starts (through the client's one dialHook, dial_hook.go) and Close
+// stops: go-redis dials on a goroutine of its own, retries a refused
 // dial (5 times, 100 ms apart, by default) and then the command, until the
 // call's deadline, and reports only the deadline.
 //
 // Invariant: a dial that Redis refused (see refusedDial) is heard at once,
-// whoever made it: the breaker opens (breaker.Trip, or counts as the
+// whoever made it: the breaker opens (guard.refused, or counts as the
 // probe's failure), and every decision waiting for Redis and every call of
 // the store stops waiting (deadlineWheel.expireAll): each goes the way it
 // would at its deadline, decided by the failure mode, its charge owed as
@@ -40,39 +40,41 @@ type dialWatch struct {
 	refusedAt atomic.Int64
 	// refused is told of each dial that Redis refused.
 	refused func()
+	// hook is the client's hook that tells this watch of its dials.
+	hook *dialHook
 }
 
-// watchDials hooks a dialWatch into client's dials: a Client's, or, on a
+// watchDials starts a dialWatch of client's dials: a Client's, or, on a
 // ClusterClient, those of the node clients it makes from now on. Other
-// clients are not watched (nil).
+// clients are not watched (nil). stop ends the watch.
 func watchDials(client redis.UniversalClient, clock func() time.Time, refused func()) *dialWatch {
-	w := &dialWatch{clock: clock, refused: refused}
-	switch c := client.(type) {
-	case *redis.Client:
-		c.AddHook(w)
-	case *redis.ClusterClient:
-		c.OnNewNode(func(node *redis.Client) { node.AddHook(w) })
-	default:
+	h := hookOf(client)
+	if h == nil {
 		return nil
 	}
+	w := &dialWatch{clock: clock, refused: refused, hook: h}
+	h.add(w)
 	return w
 }
 
-// DialHook records each dial's outcome; a dial that ended otherwise (a
-// timeout, a cancelled context) says nothing new about the server.
-func (w *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := next(ctx, network, addr)
-		switch {
-		case err == nil:
-			w.refusedAt.Store(0)
-		case classify(err) == ErrorConnection:
-			w.refusedAt.Store(max(1, w.clock().UnixNano()))
-			if refusedDial(err) {
-				w.refused()
-			}
+// stop ends the watch: the client's dials reach it no more.
+func (w *dialWatch) stop() {
+	if w != nil {
+		w.hook.remove(w)
+	}
+}
+
+// heard records a dial's outcome; a dial that ended otherwise (a timeout,
+// a cancelled context) says nothing new about the server.
+func (w *dialWatch) heard(err error) {
+	switch {
+	case err == nil:
+		w.refusedAt.Store(0)
+	case classify(err) == ErrorConnection:
+		w.refusedAt.Store(max(1, w.clock().UnixNano()))
+		if refusedDial(err) {
+			w.refused()
 		}
-		return conn, err
 	}
 }
 
@@ -114,14 +116,6 @@ func (l *redisLimiter) probeAside(key string) {
 			g.reportError(err, sent)
 		}
 	}()
-}
-
-// ProcessHook leaves commands alone.
-func (w *dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-// ProcessPipelineHook leaves pipelines alone.
-func (w *dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // kindOf classifies err, the failure of a call sent at sent: a deadline

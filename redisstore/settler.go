@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -125,11 +126,21 @@ func (b *batcher) takeIdleChargesLocked(most int) []chargeTaken {
 }
 
 // sendCharges sends taken in one pipeline and settles them; it reports
-// whether all were counted.
+// whether all were counted. A pipeline that failed is one error for the
+// observer (its first call's), as a flush's is: the settler's calls are
+// the store's calls, and a refused connection that its dial met first, and
+// that opened the breaker, is counted where it happened.
 func (b *batcher) sendCharges(taken []chargeTaken) bool {
 	g := taken[0].key.l.guard
 	calls := chargeCalls(taken)
+	sent := g.clock()
 	_ = runCalls(g.wheel.contextFor(g.callTimeout()), taken[0].key.l.client, calls)
+	for _, c := range calls {
+		if c.cmd != nil && c.cmd.Err() != nil && !errors.Is(c.cmd.Err(), redis.ErrClosed) {
+			g.reportError(c.cmd.Err(), sent)
+			break
+		}
+	}
 	return b.settleCharges(taken, calls)
 }
 

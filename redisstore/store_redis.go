@@ -140,6 +140,7 @@ func (s *Store) Close() error {
 		s.guard.batcher.close()
 		s.guard.evict.close()
 		s.guard.releases.close()
+		s.guard.dials.stop()
 	}
 	return nil
 }
