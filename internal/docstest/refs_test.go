@@ -61,21 +61,19 @@ func qualifiedRefs(pattern *regexp.Regexp, text string, first int) []ref {
 // brackets: s[N] is an index, not a link.
 var docLink = regexp.MustCompile(`(?:^|[^\w\]])\[([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?(?:\.([A-Za-z_]\w*))?\]($|[^\w(\[:])`)
 
-// docLinkRefs returns the doc links of one line of a Go comment: those
-// naming an exported name of the comment's own package (pkg empty), and
-// those that start with a package name the documentation knows, whose
-// names are then checked as qualified references are.
+// docLinkRefs returns the doc links of one line of a Go comment that name
+// an exported name of the comment's own package (pkg empty). Those that
+// start with a package name the documentation knows are qualified names,
+// which qualifiedRefs finds.
 func docLinkRefs(line string, n int, known map[string]string) []ref {
 	var out []ref
 	for _, m := range docLink.FindAllStringSubmatch(line, -1) {
 		a, b, c := m[1], m[2], m[3]
 		switch {
-		case known[a] != "" && b != "":
-			out = append(out, ref{line: n, pkg: a, name: b, member: c})
 		case known[a] != "", c != "", !exported(a):
-			// [pkg] alone is a link to a package; a three-part link
-			// starts with a package this test does not know; a lower-case
-			// name is not a link.
+			// A link to a package or into one; a three-part link starts
+			// with a package this test does not know; a lower-case name
+			// is not a link.
 		default:
 			out = append(out, ref{line: n, name: a, member: b})
 		}
