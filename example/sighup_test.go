@@ -38,7 +38,10 @@ func TestSIGHUPReloads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-config", path, "-operator-token", "t0k"}, pw); pw.Close() }()
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-config", path, "-operator-token", "t0k"}, pw)
+		pw.Close()
+	}()
 	lines := bufio.NewScanner(pr)
 	if !lines.Scan() {
 		t.Fatal("no start-up line")
