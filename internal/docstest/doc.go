@@ -12,8 +12,8 @@
 //     function. It is type-checked inside func _() { ... } in a package
 //     that imports the module's packages and their usual companions under
 //     their usual names (see fragmentImports) and declares the names of
-//     testdata/prelude.go (ctx, client, store, limiter, logger, r, and a
-//     few handlers). Only an unused variable or import is forgiven, since a
+//     testdata/prelude.go (ctx, client, store, limiter, logger, r, rt, and
+//     a few handlers). Only an unused variable or import is forgiven, since a
 //     fragment shows one step and leaves the rest to the reader.
 //
 // A block that must not be checked (Go shown for contrast, never to be

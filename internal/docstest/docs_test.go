@@ -206,8 +206,9 @@ func TestGoBlocksCompile(t *testing.T) {
 			src = fragmentFile(b)
 		}
 		// The line directive names the Markdown file; only a fragment's
-		// wrapper, above it, keeps this name.
-		f, err := parser.ParseFile(fset, b.file+" (fragment wrapper)", src, parser.ParseComments)
+		// wrapper, above it, keeps this name, which has no directory: the
+		// directive's relative name would be taken as relative to it.
+		f, err := parser.ParseFile(fset, filepath.Base(b.file)+" (fragment wrapper)", src, parser.ParseComments)
 		if err != nil {
 			t.Errorf("%v", err)
 			continue
