@@ -16,7 +16,18 @@ type generation struct {
 	cfg      *Config
 	store    *openStore
 	policies map[string]func(http.Handler) http.Handler
-	handlers []http.Handler // the mounted routes, by mount index, wrapped
+	limiters map[string]policyLimiters // by policy name, for the operator
+	handlers []http.Handler            // the mounted routes, by mount index, wrapped
+	// pattern turns a route into the pattern its middleware counts by:
+	// Mount's or MountMux's; nil before either, which counts as Mount's.
+	pattern func(Route) (string, error)
+	ops     []http.Handler // the operator handlers, by Operator's index
+}
+
+// policyLimiters are a policy's limiters: its own, and its plans' by name.
+type policyLimiters struct {
+	own   algorithms.RateLimiter
+	plans map[string]algorithms.RateLimiter
 }
 
 // errAt formats a Build error at a place in c's file.
@@ -26,7 +37,8 @@ func errAt(c *Config, at position, format string, args ...any) error {
 
 // build makes a generation of c on store.
 func build(c *Config, store *openStore, o *options) (*generation, error) {
-	g := &generation{cfg: c, store: store, policies: map[string]func(http.Handler) http.Handler{}}
+	g := &generation{cfg: c, store: store, policies: map[string]func(http.Handler) http.Handler{},
+		limiters: map[string]policyLimiters{}}
 	common, err := commonOf(c)
 	if err != nil {
 		return nil, err
@@ -42,11 +54,11 @@ func build(c *Config, store *openStore, o *options) (*generation, error) {
 		if p == nil {
 			return nil, fmt.Errorf("%w: %s: policy %q is nil", ErrInvalid, c.Name, name)
 		}
-		mw, err := policyMiddleware(c, p, common, store, o)
+		mw, lims, err := policyMiddleware(c, p, common, store, o)
 		if err != nil {
 			return nil, err
 		}
-		g.policies[name] = mw
+		g.policies[name], g.limiters[name] = mw, lims
 	}
 	// A Config made in code rather than by Parse may name what is not there.
 	for _, r := range c.Routes {
@@ -87,15 +99,18 @@ func commonOf(c *Config) (shared, error) {
 	return sh, nil
 }
 
-// policyMiddleware builds the middleware of policy p on store.
-func policyMiddleware(c *Config, p *Policy, sh shared, store *openStore, o *options) (func(http.Handler) http.Handler, error) {
+// policyMiddleware builds the middleware of policy p on store, and
+// returns its limiters.
+func policyMiddleware(c *Config, p *Policy, sh shared, store *openStore, o *options) (func(http.Handler) http.Handler, policyLimiters, error) {
+	var lims policyLimiters
 	lim, err := algorithms.New(store.store, p.Algorithm, p.Limits...)
 	if err != nil {
-		return nil, errAt(c, p.at, "%v", err)
+		return nil, lims, errAt(c, p.at, "%v", err)
 	}
+	lims.own = lim
 	kf, err := keyFuncOf(c, p, sh.trust, o)
 	if err != nil {
-		return nil, err
+		return nil, lims, err
 	}
 	opts := []middleware.Option{
 		middleware.WithPolicyName(p.Name),
@@ -124,17 +139,18 @@ func policyMiddleware(c *Config, p *Policy, sh shared, store *openStore, o *opti
 		opts = append(opts, middleware.WithCost(func(*http.Request) int { return cost }))
 	}
 	if p.PlanResolver != "" {
-		pick, err := planPicker(c, p, store.store, o)
+		pick, plans, err := planPicker(c, p, store.store, o)
 		if err != nil {
-			return nil, err
+			return nil, lims, err
 		}
+		lims.plans = plans
 		opts = append(opts, middleware.WithLimiterFunc(pick))
 	}
 	mw, err := middleware.New(lim, append(opts, o.mwOpts...)...)
 	if err != nil {
-		return nil, errAt(c, p.at, "%v", err)
+		return nil, lims, errAt(c, p.at, "%v", err)
 	}
-	return mw, nil
+	return mw, lims, nil
 }
 
 // keyFuncOf builds policy p's key function.
@@ -167,18 +183,18 @@ func keyFuncOf(c *Config, p *Policy, trust keyfunc.IPOption, o *options) (keyfun
 	return nil, errAt(c, k.at, "unknown key kind %q", k.Kind)
 }
 
-// planPicker builds the limiters of p's plans and the function that picks
-// one per request.
-func planPicker(c *Config, p *Policy, store algorithms.Store, o *options) (func(*http.Request, string) algorithms.Limiter, error) {
+// planPicker builds the limiters of p's plans, by plan name, and the
+// function that picks one per request.
+func planPicker(c *Config, p *Policy, store algorithms.Store, o *options) (func(*http.Request, string) algorithms.Limiter, map[string]algorithms.RateLimiter, error) {
 	resolve, ok := o.resolvers[p.PlanResolver]
 	if !ok {
-		return nil, errAt(c, p.resolverAt, "%q: no plan resolver registered under that name (config.WithPlanResolver)", p.PlanResolver)
+		return nil, nil, errAt(c, p.resolverAt, "%q: no plan resolver registered under that name (config.WithPlanResolver)", p.PlanResolver)
 	}
-	plans := make(map[string]algorithms.Limiter, len(p.Plans))
+	plans := make(map[string]algorithms.RateLimiter, len(p.Plans))
 	for name, plan := range p.Plans {
 		lim, err := algorithms.New(store, plan.Algorithm, plan.Limits...)
 		if err != nil {
-			return nil, errAt(c, p.at, "plans.%s: %v", name, err)
+			return nil, nil, errAt(c, p.at, "plans.%s: %v", name, err)
 		}
 		plans[name] = lim
 	}
@@ -187,5 +203,5 @@ func planPicker(c *Config, p *Policy, store algorithms.Store, o *options) (func(
 			return lim
 		}
 		return nil // the policy's own limits
-	}, nil
+	}, plans, nil
 }

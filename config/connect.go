@@ -2,10 +2,7 @@ package config
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -114,35 +111,23 @@ func overTLS(tc *tls.Config) string {
 	return " over TLS"
 }
 
-// tlsConfig reads the files of s's TLS settings; nil when TLS is off.
-// Servers' certificates are always verified: there is no setting to skip
-// it, which would let anyone on the path answer for Redis.
+// tlsConfig reads the files of s's TLS settings; nil when TLS is off. Its
+// error names the first field whose file fails (Build reports them all
+// before, see secrets). Servers' certificates are always verified: there is
+// no setting to skip it, which would let anyone on the path answer for
+// Redis.
 func tlsConfig(s storeSettings) (*tls.Config, error) {
 	if !s.tlsOn {
 		return nil, nil
 	}
-	// An empty ServerName is the dialled host's: crypto/tls fills it in.
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.tls.ServerName}
-	if s.tls.CAFile != "" {
-		pem, err := os.ReadFile(s.tls.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file %s: %w", s.tls.CAFile, errNoCertificate)
-		}
-		tc.RootCAs = pool
+	pool, cert, problems := loadTLS(s.tls)
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s: %w", problems[0].field, problems[0].err)
 	}
-	if s.tls.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(s.tls.CertFile, s.tls.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("cert_file and key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	// An empty ServerName is the dialled host's: crypto/tls fills it in.
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.tls.ServerName, RootCAs: pool}
+	if cert != nil {
+		tc.Certificates = []tls.Certificate{*cert}
 	}
 	return tc, nil
 }
-
-// errNoCertificate is a CA file without a PEM certificate.
-var errNoCertificate = errors.New("no PEM certificate in it")

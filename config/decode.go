@@ -15,13 +15,24 @@ import (
 // decoder walks yaml.Nodes and collects errors that name the file, the
 // line and the field.
 type decoder struct {
-	name string
-	errs []error
+	name  string
+	errs  []error
+	lines map[string]int // each field's path to the line of its key
 }
 
 // fail records an error at node n, field path.
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, d.errAt(n.Line, path, format, args...))
+}
+
+// sortByLine orders errors of this package by their lines, stably.
+func sortByLine(errs []error) {
+	sort.SliceStable(errs, func(i, j int) bool {
+		var a, b *Error
+		errors.As(errs[i], &a)
+		errors.As(errs[j], &b)
+		return a != nil && b != nil && a.Line < b.Line
+	})
 }
 
 // errAt makes an error at line and path.
@@ -31,12 +42,7 @@ func (d *decoder) errAt(line int, path, format string, args ...any) error {
 
 // err returns every recorded error, joined, in the order of their lines.
 func (d *decoder) err() error {
-	sort.SliceStable(d.errs, func(i, j int) bool {
-		var a, b *Error
-		errors.As(d.errs[i], &a)
-		errors.As(d.errs[j], &b)
-		return a != nil && b != nil && a.Line < b.Line
-	})
+	sortByLine(d.errs)
 	return errors.Join(d.errs...)
 }
 
@@ -100,6 +106,10 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields ...field) bool {
 			continue
 		}
 		seen[k.Value] = true
+		if d.lines == nil {
+			d.lines = map[string]int{}
+		}
+		d.lines[sub] = k.Line
 		found := false
 		for _, f := range fields {
 			if f.name == k.Value {

@@ -56,5 +56,6 @@
 // runs wholly under the old set or wholly under the new one, and none
 // fails for the swap. The store is kept when its settings did not change,
 // so counts survive every reload that keeps a policy's algorithm and
-// limits.
+// limits. Runtime.Operator serves the operator package's handler on the
+// policies in force, and follows the swaps too.
 package config

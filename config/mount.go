@@ -78,8 +78,13 @@ func (rt *Runtime) mount(handlers map[string]http.Handler, pattern func(Route) (
 		sort.Strings(problems)
 		return fmt.Errorf("%w: Mount: %s", ErrInvalid, strings.Join(problems, "; "))
 	}
-	// Published before the router can route to them.
+	// Published before the router can route to them, with the operator's
+	// routes in the router's patterns.
 	next := *g
+	next.pattern = pattern
+	if err := rt.operators(&next); err != nil {
+		return err
+	}
 	next.handlers = wrap(&next, ms)
 	rt.mounted = ms
 	rt.cur.Store(&next)

@@ -76,6 +76,7 @@ func Parse(data []byte, name string) (*Config, error) {
 		field{"routes", func(n *yaml.Node, _ string) { routes = n }},
 	)
 	c.Redis = redis
+	c.lines = d.lines
 	// Policies first: their shadow default is the file's, wherever it is.
 	if policies == nil {
 		d.fail(doc, "policies", "missing: name at least one policy")

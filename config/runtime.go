@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlimit/redlimit/operator"
 )
 
 // RetireAfter is how long a store replaced by a reload keeps its Redis
@@ -24,8 +26,9 @@ type Runtime struct {
 	opts *options
 	cur  atomic.Pointer[generation]
 
-	mu      sync.Mutex // serializes Mount, reloads and Close
+	mu      sync.Mutex // serializes Mount, Operator, reloads and Close
 	mounted []*mounted
+	opsOpts [][]operator.Option // the options of each Operator call
 	closed  bool
 }
 
@@ -108,6 +111,10 @@ func (rt *Runtime) Reload(c *Config) error {
 		}
 	}
 	g, err := build(c, store, rt.opts)
+	if err == nil {
+		g.pattern = old.pattern
+		err = rt.operators(g)
+	}
 	if err != nil {
 		if fresh {
 			store.close()

@@ -35,6 +35,8 @@ type Config struct {
 	// Policies by name, and Routes in the file's order.
 	Policies map[string]*Policy
 	Routes   []Route
+
+	lines map[string]int // each field's path to its line, for Build's errors
 }
 
 // Redis is the Redis store's settings. At most one of URL, URLEnv, Addr,

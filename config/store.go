@@ -89,18 +89,13 @@ func settingsOf(c *Config, o *options) (storeSettings, error) {
 	case r.Sentinel != nil:
 		s.kind, s.master, s.addrs = storeSentinel, r.Sentinel.MasterName, strings.Join(r.Sentinel.Addrs, ",")
 		s.sentUser = r.Sentinel.Username
-		var err error
-		if s.sentPassword, err = password(c, "sentinel.password_env", r.Sentinel.PasswordEnv); err != nil {
-			return s, err
-		}
 	case r.Cluster != nil:
 		s.kind, s.addrs = storeCluster, strings.Join(r.Cluster.Addrs, ",")
 	default:
 		return s, errAt(c, r.at, "no connection: give one of %s, or the client in code (config.WithRedisClient)",
 			strings.Join(connections, ", "))
 	}
-	var err error
-	if s.password, err = password(c, "password_env", r.PasswordEnv); err != nil {
+	if err := secrets(c, r, &s); err != nil {
 		return s, err
 	}
 	s.username, s.db = r.Username, r.DB
@@ -113,19 +108,6 @@ func settingsOf(c *Config, o *options) (storeSettings, error) {
 		s.denialCache = *r.DenialCache
 	}
 	return s, nil
-}
-
-// password reads the environment variable env names, if any: named, it
-// must be set, since a missing secret is a deployment's mistake.
-func password(c *Config, field, env string) (string, error) {
-	if env == "" {
-		return "", nil
-	}
-	p := os.Getenv(env)
-	if p == "" {
-		return "", errAt(c, position{c.Redis.at.line, join(c.Redis.at.path, field)}, "the environment variable %s is unset or empty", env)
-	}
-	return p, nil
 }
 
 // fieldsGiven lists the fields of r that only a client this package

@@ -28,7 +28,7 @@ func TestBuildStoreErrors(t *testing.T) {
 		{"no connection", "redis:\n  prefix: app\n", nil,
 			"t.yaml:2: redis: no connection: give one of url, url_env, addr, sentinel, cluster, or the client in code (config.WithRedisClient)"},
 		{"password variable unset", "redis:\n  addr: a:6379\n  password_env: RL_UNSET\n", nil,
-			"t.yaml:2: redis.password_env: the environment variable RL_UNSET is unset or empty"},
+			"t.yaml:3: redis.password_env: the environment variable RL_UNSET is unset or empty"},
 		{"sentinel password variable unset", "redis:\n  sentinel: {master_name: m, addrs: [\"a:26379\"], password_env: RL_UNSET}\n  password_env: RL_SET\n", nil,
 			"t.yaml:2: redis.sentinel.password_env: the environment variable RL_UNSET is unset or empty"},
 		{"a client in code and a connection in the file", "redis:\n  addr: a:6379\n  password_env: RL_SET\n", []Option{WithRedisClient(client)},
@@ -47,7 +47,7 @@ func TestBuildStoreErrors(t *testing.T) {
 		{"nil store", "", []Option{WithStore(nil)}, "WithStore: nil store"},
 		{"a store not made by its constructor", "", []Option{WithStore(&memstore.Store{})}, "WithStore: "},
 		{"missing CA file", "redis:\n  addr: a:6379\n  tls: {ca_file: /nonexistent/ca.pem}\n", nil,
-			"t.yaml: redis.tls: ca_file: open /nonexistent/ca.pem: no such file or directory"},
+			"t.yaml:3: redis.tls.ca_file: open /nonexistent/ca.pem: no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -86,7 +86,7 @@ func TestTLSConfig(t *testing.T) {
 		{"no CA file", storeSettings{kind: storeAddr, tlsOn: true, tls: TLS{CAFile: p.ca + ".missing"}}, "", 0, "ca_file: open "},
 		{"not PEM", storeSettings{kind: storeAddr, tlsOn: true, tls: TLS{CAFile: notPEM}}, "", 0, "no PEM certificate in it"},
 		{"key of another certificate", storeSettings{kind: storeAddr, tlsOn: true, tls: TLS{CertFile: p.clientCert, KeyFile: p.serverKey}},
-			"", 0, "cert_file and key_file: "},
+			"", 0, "cert_file: with key_file: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/redlimit/redlimit/config"
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/metrics"
+	"github.com/redlimit/redlimit/operator"
 )
 
 // configuredAPI is the API with its limits from a -config file.
@@ -24,7 +25,8 @@ type configuredAPI struct {
 }
 
 // newConfiguredAPI loads the -config file and mounts the example's
-// handlers behind its policies. The file names what needs code: the
+// handlers behind its policies, and the operator handler with
+// -operator-token. The file names what needs code: the
 // "jwt" key function (the token secret stays out of the file), the
 // "demo_keys" check of API keys and the "pro_keys" plan resolver.
 func newConfiguredAPI(cfg options, logger *slog.Logger, m *metrics.Metrics, reg *prometheus.Registry) (*configuredAPI, error) {
@@ -57,6 +59,13 @@ func newConfiguredAPI(cfg options, logger *slog.Logger, m *metrics.Metrics, reg 
 		return nil, err
 	}
 	if err := rt.Mount(r, hs); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	// The operator handler serves the policies in force: a reload's, once
+	// it is swapped in.
+	newOps := func() (http.Handler, error) { return rt.Operator(operator.WithLogger(logger)) }
+	if err := mountOperator(r, cfg.opsToken, newOps); err != nil {
 		rt.Close()
 		return nil, err
 	}

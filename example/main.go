@@ -10,7 +10,9 @@
 //
 // GET / lists the routes and their limits as JSON. With -operator-token
 // (or $OPERATOR_TOKEN), requests bearing it ("Authorization: Bearer
-// s3cret") may list the policies, peek at a client and reset it:
+// s3cret") may list the policies, peek at a client and reset it; with
+// -config, the policies are the file's, and a reload's once it is in
+// force:
 //
 //	curl -H 'Authorization: Bearer s3cret' localhost:8080/ops/policies
 //	curl -X POST -H 'Authorization: Bearer s3cret' 'localhost:8080/ops/policies/login?identity=ip:127.0.0.1'
@@ -87,7 +89,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&c.apiKeys, "api-keys", envOr("API_KEYS", "free-demo-key"), "comma-separated API keys on the free plan (default $API_KEYS)")
 	fs.StringVar(&c.proKeys, "pro-keys", envOr("PRO_KEYS", "pro-demo-key"), "comma-separated API keys on the pro plan (default $PRO_KEYS)")
 	fs.StringVar(&c.mintToken, "mint-token", "", "print an HS256 demo token for this subject, valid one hour, and exit")
-	fs.StringVar(&c.opsToken, "operator-token", "", "serve the operator handler (list policies, peek at and reset a client) under /ops/ to requests with \"Authorization: Bearer <token>\" (default $OPERATOR_TOKEN); empty turns it off; not with -config")
+	fs.StringVar(&c.opsToken, "operator-token", "", "serve the operator handler (list policies, peek at and reset a client) under /ops/ to requests with \"Authorization: Bearer <token>\" (default $OPERATOR_TOKEN); empty turns it off; with -config, it serves the file's policies and follows reloads")
 	fs.IntVar(&c.instances, "instances", 1, "how many instances share the Redis limits: each enforces 1/n of them while Redis cannot decide")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -106,9 +108,6 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	if !tokenSet {
 		// Not a flag's default: -h would print the token.
 		c.opsToken = os.Getenv("OPERATOR_TOKEN")
-	}
-	if clash == nil && c.config != "" && c.opsToken != "" {
-		clash = errors.New("-operator-token does not apply with -config: the operator handler serves the built-in policies only")
 	}
 	return c, clash
 }
@@ -282,7 +281,8 @@ func newAPI(store algorithms.Store, cfg options, logger *slog.Logger, m *metrics
 		r.With(mw).Method(rt.Method, rt.Path, hs[rt.Method+" "+rt.Path])
 	}
 	serveIndex(r, reg, func() []config.RouteInfo { return builtinRoutes })
-	if err := mountOperator(r, cfg.opsToken, ops, logger); err != nil {
+	newOps := func() (http.Handler, error) { return operator.New(ops, operator.WithLogger(logger)) }
+	if err := mountOperator(r, cfg.opsToken, newOps); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -3,26 +3,23 @@ package main
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"log/slog"
 	"net/http"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-
-	"github.com/redlimit/redlimit/operator"
 )
 
 // operatorPrefix is where the operator handler is served.
 const operatorPrefix = "/ops"
 
-// mountOperator serves the operator handler for policies under
+// mountOperator serves the operator handler that newOps makes under
 // operatorPrefix, to requests with "Authorization: Bearer <token>" only;
-// it serves nothing when token is empty.
-func mountOperator(r chi.Router, token string, policies []operator.Policy, logger *slog.Logger) error {
+// it makes and serves nothing when token is empty.
+func mountOperator(r chi.Router, token string, newOps func() (http.Handler, error)) error {
 	if token == "" {
 		return nil
 	}
-	ops, err := operator.New(policies, operator.WithLogger(logger))
+	ops, err := newOps()
 	if err != nil {
 		return err
 	}

@@ -17,8 +17,9 @@ import (
 	"time"
 )
 
-// SIGHUP reloads the -config file: a new login limit takes effect, and a
-// broken file keeps it, with the reason logged.
+// SIGHUP reloads the -config file: a new login limit takes effect, the
+// operator handler sees it, and a broken file keeps it, with the reason
+// logged.
 func TestSIGHUPReloads(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
 	sample, err := os.ReadFile("redlimit.yaml")
@@ -37,7 +38,10 @@ func TestSIGHUPReloads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-config", path}, pw); pw.Close() }()
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-config", path, "-operator-token", "t0k"}, pw)
+		pw.Close()
+	}()
 	lines := bufio.NewScanner(pr)
 	if !lines.Scan() {
 		t.Fatal("no start-up line")
@@ -104,6 +108,9 @@ func TestSIGHUPReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the new login limit", func() bool { return loginRate() == 7 })
+	if got := opsLimit(t, url, "login", "/login"); got != 7 {
+		t.Fatalf("the operator handler peeks a limit of %d after the reload, want 7", got)
+	}
 	if got := login(8); got != 7 {
 		t.Fatalf("login after reload: %d passed, want 7 (new limits, a new count)", got)
 	}
@@ -126,4 +133,25 @@ func TestSIGHUPReloads(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("run did not shut down")
 	}
+}
+
+// opsLimit peeks through the operator handler at the limit 127.0.0.1 has
+// under policy on route.
+func opsLimit(t *testing.T, url, policy, route string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url+"/ops/policies/"+policy+"?identity=ip:127.0.0.1&route="+route, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer t0k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var peek struct{ Limit int }
+	if err := json.NewDecoder(resp.Body).Decode(&peek); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("peek: %d, %v", resp.StatusCode, err)
+	}
+	return peek.Limit
 }

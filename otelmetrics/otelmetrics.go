@@ -6,7 +6,7 @@
 //
 //	m, err := otelmetrics.New(otel.GetMeterProvider())
 //	store := redisstore.New(client, redisstore.WithObserver(m))
-//	mw := middleware.New(limiter, middleware.WithObserver(m), middleware.WithPolicyName("search"))
+//	mw, err := middleware.New(limiter, middleware.WithObserver(m), middleware.WithPolicyName("search"))
 //
 // The package uses only the OpenTelemetry metric API; the application
 // chooses the SDK, its readers and exporters. The instruments, named in the

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/config"
 )
 
 var (
@@ -22,6 +23,7 @@ var (
 	limiter algorithms.RateLimiter
 	logger  *slog.Logger
 	r       chi.Router
+	rt      *config.Runtime
 )
 
 // staffOnly stands for the application's own authentication of its staff.
