@@ -33,8 +33,9 @@ func (c *config) denied(res algorithms.Result, p *policy, identity string) answe
 	retryFields(md, max(res.RetryAfter, time.Millisecond))
 	name := p.nameOf(res.Index)
 	period := max(res.Period, time.Microsecond)
+	retry := time.Duration(ceilMillis(res.RetryAfter)) * time.Millisecond
 	st := status.New(codes.ResourceExhausted,
-		fmt.Sprintf("rate limit %q exceeded: %d per %s; retry after %s", name, res.Limit, period, res.RetryAfter))
+		fmt.Sprintf("rate limit %q exceeded: %d per %s; retry after %s", name, res.Limit, period, retry))
 	st = withDetails(st,
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(max(res.RetryAfter, time.Millisecond))},
 		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
