@@ -199,3 +199,6 @@ func leaks(secrets []string, texts ...string) bool {
 	}
 	return false
 }
+
+// emptyMsg is the test service's empty message.
+func emptyMsg() *testgrpc.Empty { return &testgrpc.Empty{} }
