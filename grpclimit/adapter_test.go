@@ -39,7 +39,7 @@ func TestMiddlewareLimiter(t *testing.T) {
 		}
 	}
 	// Streams count apart, by method.
-	if err, _, _ := sendStream(t, c, 1); err != nil {
+	if _, _, err := sendStream(t, c, 1); err != nil {
 		t.Fatal(err)
 	}
 }

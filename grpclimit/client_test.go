@@ -136,7 +136,7 @@ func TestClientStream(t *testing.T) {
 	c := pacedClient(t, addr, newLimiter(t, algorithms.LeakyBucket, algorithms.Limit{Rate: 1, Period: interval}))
 	start := time.Now()
 	for range 3 {
-		if err, _, _ := sendStream(t, c, 1); err != nil {
+		if _, _, err := sendStream(t, c, 1); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -100,7 +100,7 @@ func TestRedisAPIKeysAndStreams(t *testing.T) {
 	opens, _ := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(5))
 	messages, _ := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(3))
 	c := dial(t, serveLimited(t, opens, grpclimit.WithMessageLimiter(messages)))
-	err, _, trailer := sendStream(t, c, 5)
+	_, trailer, err := sendStream(t, c, 5)
 	checkRefusal(t, err, trailer, "default-messages", 3)
 }
 

@@ -16,14 +16,14 @@ import (
 )
 
 // sendStream opens a StreamingInputCall, sends n messages and returns the
-// stream's status with its header and trailer.
-func sendStream(t *testing.T, c testgrpc.TestServiceClient, n int) (error, metadata.MD, metadata.MD) {
+// stream's header, trailer and status.
+func sendStream(t *testing.T, c testgrpc.TestServiceClient, n int) (metadata.MD, metadata.MD, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := c.StreamingInputCall(ctx)
 	if err != nil {
-		return err, nil, nil
+		return nil, nil, err
 	}
 	for range n {
 		if err := s.Send(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: []byte("x")}}); err != nil {
@@ -32,7 +32,7 @@ func sendStream(t *testing.T, c testgrpc.TestServiceClient, n int) (error, metad
 	}
 	_, err = s.CloseAndRecv()
 	header, _ := s.Header()
-	return err, header, s.Trailer()
+	return header, s.Trailer(), err
 }
 
 // TestStreamOpenLimited: streams are decided when they open: 2 of 3 open,
@@ -41,7 +41,7 @@ func TestStreamOpenLimited(t *testing.T) {
 	addr := serveLimited(t, newLimiter(t, algorithms.SlidingWindowLog, algorithms.PerMinute(2)), grpclimit.WithPolicyName("streams"))
 	c := dial(t, addr)
 	for i := range 3 {
-		err, header, trailer := sendStream(t, c, 3)
+		header, trailer, err := sendStream(t, c, 3)
 		if i < 2 {
 			if err != nil {
 				t.Fatalf("stream %d: %v", i, err)
@@ -81,14 +81,14 @@ func TestStreamMessages(t *testing.T) {
 	addr := serve(t, grpc.ChainStreamInterceptor(stream, swallow))
 	c := dial(t, addr)
 
-	err, _, trailer := sendStream(t, c, 6)
+	_, trailer, err := sendStream(t, c, 6)
 	checkRefusal(t, err, trailer, "chat-messages", 4)
 	if n := <-received; n != 4 {
 		t.Fatalf("the handler received %d messages, want 4", n)
 	}
 	// Opening another stream is the opens' limit's business: it opens, and
 	// its first message is refused.
-	err, _, _ = sendStream(t, c, 1)
+	_, _, err = sendStream(t, c, 1)
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a new stream's message: %v, want ResourceExhausted", err)
 	}
