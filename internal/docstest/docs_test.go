@@ -153,14 +153,60 @@ func docBlocks(t *testing.T, info string) []block {
 	return out
 }
 
+// nestedModules are the repository's modules beside the root one, each
+// with the import paths that only it resolves: a complete file that
+// imports one of them is type-checked against that module's dependencies
+// (the gRPC module's page, docs/grpc.md). Fragments are the root's.
+var nestedModules = []struct {
+	dir      string // relative to root
+	prefixes []string
+}{
+	{"grpclimit", []string{
+		"github.com/redlimit/redlimit/grpclimit",
+		"google.golang.org/grpc",
+		"google.golang.org/genproto/",
+		"github.com/grpc-ecosystem/",
+	}},
+}
+
+// moduleOf returns the folder, relative to root, of the module whose
+// dependencies a file with these imports is checked against: "." for the
+// root module.
+func moduleOf(imports []string) string {
+	for _, m := range nestedModules {
+		for _, imp := range imports {
+			for _, p := range m.prefixes {
+				if strings.HasPrefix(imp, p) {
+					return m.dir
+				}
+			}
+		}
+	}
+	return "."
+}
+
+// fileImports returns the import paths of a complete file, nil when it
+// does not parse (reported when it is checked).
+func fileImports(fset *token.FileSet, code string) []string {
+	f, err := parser.ParseFile(fset, "", code, parser.ImportsOnly)
+	if err != nil {
+		return nil
+	}
+	var paths []string
+	for _, imp := range f.Imports {
+		paths = append(paths, strings.Trim(imp.Path.Value, `"`))
+	}
+	return paths
+}
+
 // exportImporter type-checks imports from the compiler's export data, which
-// `go list -export` builds for every package the blocks import and their
-// dependencies.
-func exportImporter(t *testing.T, fset *token.FileSet, paths []string) types.Importer {
+// `go list -export`, run in the module at dir (relative to root), builds
+// for every package the blocks import and their dependencies.
+func exportImporter(t *testing.T, fset *token.FileSet, dir string, paths []string) types.Importer {
 	t.Helper()
 	args := append([]string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}, paths...)
 	cmd := exec.Command("go", args...)
-	cmd.Dir = root
+	cmd.Dir = filepath.Join(root, dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -211,25 +257,28 @@ func TestGoBlocksCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths := append([]string(nil), fragmentImports...)
-	for _, b := range blocks {
+	// Each block's module, and the paths to build export data for in each.
+	modules := make([]string, len(blocks))
+	paths := map[string][]string{".": append([]string(nil), fragmentImports...)}
+	for i, b := range blocks {
+		modules[i] = "."
 		if !isFile(b.code) {
 			continue
 		}
-		f, err := parser.ParseFile(fset, "", b.code, parser.ImportsOnly)
-		if err != nil {
-			continue // reported below, with its position
-		}
-		for _, imp := range f.Imports {
-			paths = append(paths, strings.Trim(imp.Path.Value, `"`))
-		}
+		imports := fileImports(fset, b.code)
+		modules[i] = moduleOf(imports)
+		paths[modules[i]] = append(paths[modules[i]], imports...)
 	}
-	imp := exportImporter(t, fset, paths)
+	importers := map[string]types.Importer{}
+	for dir, p := range paths {
+		importers[dir] = exportImporter(t, fset, dir, p)
+	}
 
 	files := 0
-	for _, b := range blocks {
+	for i, b := range blocks {
 		name := fmt.Sprintf("%s:%d", b.file, b.line)
 		complete := isFile(b.code)
+		imp := importers[modules[i]]
 		src := fmt.Sprintf("//line %s:%d\n%s", b.file, b.line, b.code)
 		if !complete {
 			src = fragmentFile(b)
