@@ -1,7 +1,7 @@
 # Developer and CI entry points for redlimit.
 #
-#   make test                 install redis-server, redis-sentinel, wrk and promtool if possible, then run all tests with -race,
-#                             then make test-oldest
+#   make test                 install redis-server, redis-sentinel, wrk and promtool if possible, then run all tests with -race
+#                             (the gRPC module's, grpclimit, too), then make test-oldest
 #   make test-scale           the fault path's bounds at scale: tens of thousands of identities, three stores
 #                             (a few minutes; .ci/run runs it after make test)
 #   make test-oldest [PKG_OLDEST=./...]  vet everything and test a fast subset with the oldest supported Go
@@ -47,6 +47,7 @@ PKG_OLDEST ?= ./config/... ./cmd/... ./example/... ./keyfunc/... ./middleware/..
 test:
 	bash .ci/install-redis.sh
 	$(GO) test -race -count=1 -p 1 -timeout 30m $(PKG)
+	cd grpclimit && $(GO) test -race -count=1 -timeout 5m ./...
 	$(MAKE) test-oldest
 
 # The fault path's bounds per identity at scale (redisstore/scale_test.go,
@@ -62,12 +63,13 @@ test-scale:
 # Builds, vets and tests with GO_OLDEST, so that nothing newer slips in
 # (a language or library feature, or a dependency whose go.mod asks for
 # more). The bench and plots modules, which make test does not run, are
-# vetted too.
+# vetted too, and so is the gRPC module (grpclimit), which make test tests.
 test-oldest:
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -count=1 -short -p 1 $(PKG_OLDEST)
 	cd bench && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
 	cd docs/plots && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
+	cd grpclimit && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKG)
@@ -79,9 +81,12 @@ lint:
 	@out="$$(gofmt -l .)"; \
 	if [[ -n "$$out" ]]; then echo "gofmt -w needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKG)
+	cd grpclimit && $(GO) vet ./...
 	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then \
 		echo "$(GO) run $(STATICCHECK) $(PKG)"; \
 		$(GO) run $(STATICCHECK) $(PKG); \
+		echo "cd grpclimit && $(GO) run $(STATICCHECK) ./..."; \
+		cd grpclimit && $(GO) run $(STATICCHECK) ./...; \
 	else \
 		echo "warning: could not fetch or build staticcheck; skipping it" >&2; \
 	fi

@@ -190,7 +190,8 @@ func forgiven(err error) bool {
 func TestGoBlocksCompile(t *testing.T) {
 	blocks := docBlocks(t, "go")
 	u := loadUniverse(t)
-	fset, imp := u.fset, u.imp
+	fset := u.fset
+	nested := nestedImporters(t, fset, blocks) // the gRPC module's page
 
 	prelude, err := parser.ParseFile(fset, filepath.Join("testdata", "prelude.go"), nil, parser.ParseComments)
 	if err != nil {
@@ -201,6 +202,12 @@ func TestGoBlocksCompile(t *testing.T) {
 	for _, b := range blocks {
 		name := fmt.Sprintf("%s:%d", b.file, b.line)
 		complete := isFile(b.code)
+		imp := u.imp
+		if complete {
+			if dir := moduleOf(fileImports(b.code)); dir != "." {
+				imp = nested[dir]
+			}
+		}
 		src := fmt.Sprintf("//line %s:%d\n%s", b.file, b.line, b.code)
 		if !complete {
 			src = fragmentFile(b)

@@ -126,7 +126,9 @@ func docImports() ([]string, error) {
 		}
 		for _, b := range blocks {
 			if b.info == "go" && isFile(b.code) {
-				paths = append(paths, fileImports(b.code)...)
+				if imports := fileImports(b.code); moduleOf(imports) == "." {
+					paths = append(paths, imports...)
+				}
 			}
 		}
 	}
