@@ -98,7 +98,7 @@ routes:
 func Example_applicationClient() {
 	client := redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName:            "main",
-		SentinelAddrs:         []string{"10.0.0.1:26379", "10.0.0.2:26379"},
+		SentinelAddrs:         []string{"127.0.0.1:26379", "127.0.0.1:26380"},
 		ContextTimeoutEnabled: true, // a decision's deadline bounds its commands
 	})
 	defer client.Close() // the application's: the runtime never closes it

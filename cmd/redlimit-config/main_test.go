@@ -11,7 +11,8 @@ import (
 )
 
 const good = `redis:
-  sentinel: {master_name: main, addrs: ["10.0.0.1:26379", "10.0.0.2:26379"]}
+  # ports nobody listens on: -store builds the store, which dials them
+  sentinel: {master_name: main, addrs: ["127.0.0.1:1", "127.0.0.1:2"]}
   password_env: RL_CMD_TEST_PW
 policies:
   search:
@@ -70,7 +71,7 @@ func TestRun(t *testing.T) {
 		notAnyWhere string
 	}{
 		{"a valid file", "", []string{goodPath}, 0,
-			[]string{goodPath + ": valid", "store: Redis Sentinel master main via 10.0.0.1:26379, 10.0.0.2:26379 db 0",
+			[]string{goodPath + ": valid", "store: Redis Sentinel master main via 127.0.0.1:1, 127.0.0.1:2 db 0",
 				"GET /api/search", "sliding_window_counter 5/1s, 100/1m, key ip",
 				"token_bucket 30/1m burst 5, key api_key, cost 2", "plan pro", "token_bucket 300/1h",
 				"leaky_bucket 10/1s, key user, delay up to 200ms, shadow"}, nil, ""},
@@ -80,9 +81,9 @@ func TestRun(t *testing.T) {
 		{"a valid and an invalid file", "", []string{goodPath, badPath}, 1, []string{goodPath + ": valid"}, []string{badPath + ": invalid"}, ""},
 		{"a missing file", "", []string{filepath.Join(dir, "missing.yaml")}, 1, nil, []string{"no such file"}, ""},
 		{"-store without the password", "", []string{"-store", goodPath}, 1, nil,
-			[]string{"good.yaml:2: redis.password_env: the environment variable RL_CMD_TEST_PW is unset or empty"}, ""},
+			[]string{"good.yaml:4: redis.password_env: the environment variable RL_CMD_TEST_PW is unset or empty"}, ""},
 		{"-store with the password", "cmd-test-secret", []string{"-store", goodPath}, 0,
-			[]string{"store: Redis Sentinel master main via 10.0.0.1:26379, 10.0.0.2:26379 db 0"}, nil, "cmd-test-secret"},
+			[]string{"store: Redis Sentinel master main via 127.0.0.1:1, 127.0.0.1:2 db 0"}, nil, "cmd-test-secret"},
 		{"no file", "", nil, 2, nil, []string{"usage: redlimit-config"}, ""},
 		{"an unknown flag", "", []string{"-x", goodPath}, 2, nil, []string{"flag provided but not defined: -x"}, ""},
 	}
