@@ -33,7 +33,7 @@ func (l *memoryLimiter) charge(key string, c int64, over bool) algorithms.Result
 	for i, spec := range l.specs {
 		// Looked up after the previous limit's insert, which may move
 		// entries.
-		e, j := sh.lookup(spec, key, tag)
+		e, j := sh.lookup(spec, l.alg, l.params[i], key, tag, now)
 		p := l.params[i]
 		v := e.Decide(l.alg, now, p, 0, 0)
 		took := false

@@ -53,7 +53,7 @@ func (l *memoryLimiter) decide(key string, cost int, maxDelay int64) algorithms.
 	at, next := atBuf[:0], nextBuf[:0]
 	b := ratemath.NewBinding()
 	for i, spec := range l.specs {
-		e, j := sh.lookup(spec, key, tag)
+		e, j := sh.lookup(spec, l.alg, l.params[i], key, tag, now)
 		v, n := e.Reserve(l.alg, now, l.params[i], c, maxDelay)
 		b.Add(i, v)
 		at, next = append(at, j), append(next, n)
@@ -95,6 +95,9 @@ func (l *memoryLimiter) decideOne(sh *memoryShard, key string, tag uint32, c, ma
 			j = int(uint32(t.index.slots[i])) - 1
 			e = t.load(j)
 		}
+	}
+	if j < 0 && sh.forgot.marks != nil {
+		sh.forgot.start(&e, tag, l.alg, p, now)
 	}
 	v := e.Decide(l.alg, now, p, c, maxDelay)
 	switch {

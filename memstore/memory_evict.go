@@ -4,8 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-
-	"github.com/redlimit/redlimit/algorithms"
 )
 
 // Housekeeping is done a little at a time, on the requests' path but under a
@@ -85,14 +83,15 @@ func (sh *memoryShard) makeRoom(now int64, capacity int) {
 		sh.sweeping = false // nextSweep stays: the due pass still comes
 	}
 	if sh.count >= capacity {
-		sh.evict(now)
+		sh.evict(now, capacity)
 	}
 }
 
 // evict forgets the entry, among evictSamples picked at random from the
 // whole shard, whose forgetting gives its client the least (see
-// forgetCost). The caller holds sh.mu and sh.count > 0.
-func (sh *memoryShard) evict(now int64) {
+// forgetCost), and marks its key's slot (forgotten.go) when it still
+// mattered. The caller holds sh.mu and sh.count > 0.
+func (sh *memoryShard) evict(now int64, capacity int) {
 	var picks [evictSamples]int
 	for i := range picks {
 		picks[i] = rand.IntN(sh.count)
@@ -113,6 +112,10 @@ func (sh *memoryShard) evict(now int64) {
 		}
 		base += len(t.ents)
 	}
+	if least > 0 {
+		remaining, quota, fresh := victim.standing(vj, now)
+		sh.forgot.mark(victim.tag(victim.ents[vj].key), remaining, quota, fresh, now, capacity)
+	}
 	sh.remove(victim, vj)
 }
 
@@ -120,21 +123,24 @@ func (sh *memoryShard) evict(now int64) {
 // key starts afresh: the share of the quota it has used, times the µs until
 // it would be fresh anyway. 0 for an expired entry.
 func (t *table) forgetCost(j int, now int64) float64 {
-	e := t.load(j)
-	left := e.Expiry(t.alg, t.p) - now
-	if left <= 0 {
+	remaining, q, fresh := t.standing(j, now)
+	if fresh <= now {
 		return 0
 	}
-	q := t.p.Rate
-	if t.alg == algorithms.TokenBucket || t.alg == algorithms.LeakyBucket {
-		q = t.p.Burst
-	}
+	used := q - min(max(remaining, 0), q)
+	return float64(used) / float64(q) * float64(fresh-now)
+}
+
+// standing returns what entry j has left of its quota at now, the quota,
+// and when (µs) it would be fresh.
+func (t *table) standing(j int, now int64) (remaining, quota, fresh int64) {
+	e := t.load(j)
+	fresh = e.Expiry(t.alg, t.p)
 	if e.Log.N > 0 {
 		// decide may correct the times in place; they are shared with the
 		// stored log.
 		e.Log.Buf = slices.Clone(e.Log.Buf)
 	}
 	v := e.Decide(t.alg, now, t.p, 0, 0) // e is a copy: nothing is stored
-	used := q - min(max(v.Remaining, 0), q)
-	return float64(used) / float64(q) * float64(left)
+	return v.Remaining, quotaOf(t.alg, t.p), fresh
 }

@@ -26,7 +26,7 @@ func (l *memoryLimiter) Peek(_ context.Context, key string) (algorithms.Result, 
 	var nextBuf [4]ratemath.Entry
 	at, next := atBuf[:0], nextBuf[:0]
 	for i, spec := range l.specs {
-		e, j := sh.lookup(spec, key, tag)
+		e, j := sh.lookup(spec, l.alg, l.params[i], key, tag, now)
 		v, n := e.Check(l.alg, now, l.params[i], 1)
 		b.Add(i, v)
 		at, next = append(at, j), append(next, n)

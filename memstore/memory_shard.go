@@ -27,6 +27,8 @@ type memoryShard struct {
 	ti, ei    int
 	nextSweep int64 // µs; when the next pass starts
 
+	forgot forgotten // what entries forgotten before they were fresh had left
+
 	_ [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
@@ -113,15 +115,18 @@ func (sh *memoryShard) table(spec uint32) *table {
 	return sh.tables[spec]
 }
 
-// lookup returns the entry of one limit for key and its position, or no state
-// and -1. The caller holds sh.mu.
-func (sh *memoryShard) lookup(spec uint32, key string, tag uint32) (ratemath.Entry, int) {
+// lookup returns the entry of one limit for key and its position, or, with
+// -1, the state a key without one starts from at now (see forgotten). The
+// caller holds sh.mu.
+func (sh *memoryShard) lookup(spec uint32, alg algorithms.Algorithm, p ratemath.Params, key string, tag uint32, now int64) (ratemath.Entry, int) {
 	if t := sh.table(spec); t != nil {
 		if j := t.index.lookup(tag, key, t.ents); j >= 0 {
 			return t.load(j), j
 		}
 	}
-	return ratemath.Entry{}, -1
+	var e ratemath.Entry
+	sh.forgot.start(&e, tag, alg, p, now)
+	return e, -1
 }
 
 // insert adds the entry of key under spec, making room when the shard holds

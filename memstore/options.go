@@ -75,8 +75,8 @@ const minMaxKeys = 1024
 // shards, so a shard may start evicting a little before the store holds n.
 // At the bound the store first drops expired entries, then forgets the
 // entry, among a random sample, that is nearest to a fresh state; a key it
-// forgets starts afresh, so its client gains at most one quota. See
-// Store.
+// forgets starts from what it had left (at least one unit), not afresh.
+// See Store.
 func WithMaxKeys(n int) Option {
 	return func(c *config) {
 		if n < minMaxKeys {

@@ -23,7 +23,7 @@ func (l *memoryLimiter) Refund(_ context.Context, key string, cost int, age time
 	now := s.now()
 	b := ratemath.NewBinding()
 	for i, spec := range l.specs {
-		e, j := sh.lookup(spec, key, tag)
+		e, j := sh.lookup(spec, l.alg, l.params[i], key, tag, now)
 		p := l.params[i]
 		e.Decide(l.alg, now, p, 0, 0)
 		// No stored state has nothing to give back.

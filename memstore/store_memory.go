@@ -46,12 +46,14 @@ const (
 // by WithMaxKeys, split evenly over the shards. A shard that is full and must
 // add an entry first drops expired ones; if none is, it samples a few of its
 // entries and forgets the one nearest to a fresh state: the least used share
-// of its quota, weighted by the time left until it would be fresh anyway. A
-// forgotten key starts afresh, so an attacker who forces evictions by
-// flooding new keys gains at most one quota for a key it manages to have
-// forgotten, and the entries forgotten first are those where that gain is
-// smallest; a well-used key is forgotten only when every entry sampled is
-// used as much.
+// of its quota, weighted by the time left until it would be fresh anyway;
+// a well-used key is forgotten only when every entry sampled is used as
+// much. A forgotten key does not start afresh: until it would have been
+// fresh, it starts from the share of its quota it had left, at least one
+// unit (the share is kept per slot of the key's hash,
+// so a key that shares the slot starts from it too), and an attacker who
+// forces evictions by flooding new keys gains one unit for a key it
+// manages to have forgotten, not a quota.
 //
 // Expired entries are dropped by passes over each shard (see
 // WithSweepInterval) that examine a few entries per request, so no request
