@@ -57,19 +57,12 @@ func (b *batcher) resolveGroups(asks []groupAsk) bool {
 	g := l.guard
 	ctx := g.wheel.contextFor(g.callTimeout())
 	cmds := make([]*redis.StringCmd, len(asks))
-	sent := g.clock()
 	_, _ = l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, a := range asks {
 			cmds[i] = p.Get(ctx, a.in.once)
 		}
 		return nil
 	})
-	for _, c := range cmds {
-		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) && !errors.Is(err, redis.ErrClosed) {
-			g.reportError(err, sent) // one error a pipeline, as sendCharges
-			break
-		}
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	all := true

@@ -33,7 +33,11 @@ const (
 // called on the decision path and must be fast and safe for concurrent
 // use. Package metrics implements it with Prometheus.
 type Observer interface {
-	// StoreError reports a failed script call.
+	// StoreError reports a failed call made for a request: a decision,
+	// a reservation, a peek, a charge or refund, a concurrency lease. The
+	// store's own calls after a fault (sending what it owes, reading the
+	// replies Redis kept) try again until Redis answers and are not
+	// reported; a refused dial of theirs opens the breaker all the same.
 	StoreError(kind ErrorKind)
 	// BreakerChanged reports the store's breaker opening (open true) or
 	// closing; store is the store's key prefix (WithPrefix).

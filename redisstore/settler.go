@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -126,21 +125,12 @@ func (b *batcher) takeIdleChargesLocked(most int) []chargeTaken {
 }
 
 // sendCharges sends taken in one pipeline and settles them; it reports
-// whether all were counted. A pipeline that failed is one error for the
-// observer (its first call's), as a flush's is: the settler's calls are
-// the store's calls, and a refused connection that its dial met first, and
-// that opened the breaker, is counted where it happened.
+// whether all were counted. Its failures are not the observer's (see
+// Observer.StoreError): it tries again until Redis answers.
 func (b *batcher) sendCharges(taken []chargeTaken) bool {
 	g := taken[0].key.l.guard
 	calls := chargeCalls(taken)
-	sent := g.clock()
 	_ = runCalls(g.wheel.contextFor(g.callTimeout()), taken[0].key.l.client, calls)
-	for _, c := range calls {
-		if c.cmd != nil && c.cmd.Err() != nil && !errors.Is(c.cmd.Err(), redis.ErrClosed) {
-			g.reportError(c.cmd.Err(), sent)
-			break
-		}
-	}
 	return b.settleCharges(taken, calls)
 }
 

@@ -87,6 +87,14 @@ func Replay(t *testing.T, obs Observer, seen func() bool) {
 		t.Fatal(err)
 	}
 	send(api, "192.0.2.4:1")
+	// The local admission is owed to Redis: once Redis has room the store
+	// sends it (trying every 250 ms at most) and stops trying, so that the
+	// first call to meet the stopped server is a request's, not the
+	// settler's, whose refused dial would open the breaker unreported.
+	if err := client.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
 	srv.Stop()
 	for i := range 5 {
 		send(api, "192.0.2."+string(rune('5'+i))+":1")
