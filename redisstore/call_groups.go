@@ -79,7 +79,7 @@ func (b *batcher) resolveGroups(asks []groupAsk) bool {
 		case err != nil:
 			all = false
 			continue
-		case !groupAdmitted(reply, a.in.group):
+		case !groupCounted(reply, a.in):
 			o.cost += o.doubt
 		}
 		b.doubtSettledLocked(a.key, o)
@@ -87,13 +87,29 @@ func (b *batcher) resolveGroups(asks []groupAsk) bool {
 	return all
 }
 
-// groupAdmitted reports whether the part at group of a call's kept reply
-// (parts separated by commas, each a request's five integers, allowed
-// first, or "E" and an error) admitted its request.
-func groupAdmitted(reply string, group int) bool {
+// groupCounted reports whether the call whose kept reply this is counted
+// the part in names: a decision's, if it admitted its request; a grouped
+// charge's, if it is no error.
+func groupCounted(reply string, in callGroup) bool {
+	if in.charge {
+		return !strings.HasPrefix(groupPart(reply, in.group), "E")
+	}
+	return groupAdmitted(reply, in.group)
+}
+
+// groupPart returns the part at group of a reply: parts are separated by
+// commas.
+func groupPart(reply string, group int) string {
 	for range group {
 		_, reply, _ = strings.Cut(reply, ",")
 	}
 	part, _, _ := strings.Cut(reply, ",")
-	return strings.HasPrefix(part, "1 ")
+	return part
+}
+
+// groupAdmitted reports whether the part at group of a call's kept reply
+// (parts separated by commas, each a request's five integers, allowed
+// first, or "E" and an error) admitted its request.
+func groupAdmitted(reply string, group int) bool {
+	return strings.HasPrefix(groupPart(reply, group), "1 ")
 }

@@ -78,6 +78,9 @@ type owedCharge struct {
 type callGroup struct {
 	once  string
 	group int
+	// charge: the call was the settler's grouped charge (settle_groups.go),
+	// which counted the key's part if it ran and the part is no error.
+	charge bool
 }
 
 // callDoubt says how to charge what the twin admits in place of a request
@@ -95,6 +98,9 @@ type chargeTaken struct {
 	key  queueKey
 	id   uint64
 	cost int64
+	// fresh: never sent before, so it may go in a call of several keys
+	// under that call's id rather than its own.
+	fresh bool
 }
 
 // chargeLocked adds cost to the charge key owes. It reports false when
@@ -162,11 +168,12 @@ func (b *batcher) takeChargeLocked(key queueKey) (chargeTaken, bool) {
 	if o == nil || o.busy || o.doubt > 0 && o.in != (callGroup{}) {
 		return chargeTaken{}, false
 	}
-	if o.doubt == 0 {
+	fresh := o.doubt == 0
+	if fresh {
 		o.doubt, o.cost, o.id = o.cost, 0, key.l.guard.ids.id()
 	}
 	o.busy = true
-	return chargeTaken{key: key, id: o.id, cost: o.doubt}, true
+	return chargeTaken{key: key, id: o.id, cost: o.doubt, fresh: fresh}, true
 }
 
 // settleCharges records the outcome of the calls that carried taken:

@@ -124,14 +124,14 @@ func (b *batcher) takeIdleChargesLocked(most int) []chargeTaken {
 	return taken
 }
 
-// sendCharges sends taken in one pipeline and settles them; it reports
-// whether all were counted. Its failures are not the observer's (see
+// sendCharges sends taken in one pipeline, grouped (settle_groups.go),
+// and settles them; it reports whether all were counted. Its failures are not the observer's (see
 // Observer.StoreError): it tries again until Redis answers.
 func (b *batcher) sendCharges(taken []chargeTaken) bool {
 	g := taken[0].key.l.guard
-	calls := chargeCalls(taken)
+	calls, parts := groupedChargeCalls(taken)
 	_ = runCalls(g.wheel.contextFor(g.callTimeout()), taken[0].key.l.client, calls)
-	return b.settleCharges(taken, calls)
+	return b.settleParts(taken, parts)
 }
 
 // chargeCalls returns a script call per taken charge, each under its own
