@@ -150,7 +150,7 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 		if probe {
 			g.breaker.CancelProbe()
 		}
-		return l.fail(key, cost, errSaturated)
+		return l.failVia(key, cost, errSaturated, l.localSaturated)
 	}
 	if start != nil {
 		if g.inline {
@@ -285,6 +285,22 @@ func (l *redisLimiter) failVia(key string, cost int, cause error, local func(key
 // charged to Redis when it admits.
 func (l *redisLimiter) local(key string, cost int) (algorithms.Result, error) {
 	return l.guard.batcher.decideAndCharge(l, key, cost, callDoubt{}, func() (algorithms.Result, error) { return l.twinDecides(key, cost) })
+}
+
+// localSaturated is the twin's decision of a request this process had no
+// room to send while Redis still decides for the other instances: from at
+// most forgottenAllowance units a window, as for a key the charge table
+// has no room for, and charged to Redis when it admits. A share would add
+// to what Redis admits elsewhere meanwhile: one unit per instance keeps a
+// saturated fleet within L + n (TestScaleSaturation).
+func (l *redisLimiter) localSaturated(key string, cost int) (algorithms.Result, error) {
+	return l.guard.batcher.decideAndCharge(l, key, cost, callDoubt{}, func() (algorithms.Result, error) {
+		if !l.guard.batcher.gatedLocked(queueKey{l, key}, l.guard.clock()) {
+			l.startFromRedis(key)
+		}
+		l.capTwin(key, forgottenAllowance)
+		return l.twinOnly(key, cost)
+	})
 }
 
 // twinDecides is the local twin's decision of a request, starting from

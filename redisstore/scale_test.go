@@ -207,12 +207,10 @@ func allSettled(stores []*Store, since time.Time) time.Duration {
 
 // Saturation is not a fault of Redis, but it hands decisions to the twin
 // too: three stores whose queue to Redis holds 16 decisions, flooded by
-// 20,000 identities from 256 goroutines, with no fault at all. What the
-// twins admit is charged, but a twin decides while the other stores' Redis
-// admissions go on, so the bound is the one for traffic that reaches only
-// some instances: L + one share per instance that decided locally, at
-// most 2L per identity (docs/redis.md). The most any identity got is
-// logged.
+// 20,000 identities from 256 goroutines, with no fault at all. A twin
+// decides such a request from at most one unit a window (localSaturated),
+// since Redis goes on admitting for the other stores meanwhile, and what
+// it admits is charged: no identity passes more than L + n.
 func TestScaleSaturation(t *testing.T) {
 	const keys, limit, n = 20_000, 9, 3
 	srv := redistest.StartServer(t)
@@ -235,14 +233,13 @@ func TestScaleSaturation(t *testing.T) {
 			}
 		}
 	})
-	over, most := overBound(admitted, 2*limit)
-	beyond, _ := overBound(admitted, limit+n)
-	t.Logf("%d decided locally; at most %d admitted a key (bound 2L = %d), %d keys beyond L + n = %d", local.Load(), most, 2*limit, beyond, limit+n)
+	over, most := overBound(admitted, limit+n)
+	t.Logf("%d decided locally; at most %d admitted a key (bound L + n = %d)", local.Load(), most, limit+n)
 	if local.Load() == 0 {
 		t.Fatal("the flood never filled the queue: nothing was decided locally")
 	}
 	if over > 0 {
-		t.Errorf("%d of %d keys admitted more than 2L = %d (up to %d)", over, keys, 2*limit, most)
+		t.Errorf("%d of %d keys admitted more than L + n = %d (up to %d)", over, keys, limit+n, most)
 	}
 }
 
