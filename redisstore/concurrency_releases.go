@@ -26,7 +26,7 @@ import (
 // script grants no lease whose tombstone exists, so a copy of the call
 // (go-redis sends a call again when its reply is lost, and a frozen Redis
 // runs what waited in its input once it resumes) grants nothing after the
-// release. The tombstone lives onceTTL (see redis_once.go): a copy is sent
+// release. The tombstone lives onceTTL (see once.go): a copy is sent
 // within half of it after the call, and a Redis that runs the release
 // reads at once what waits in its input. A Release of a lease Redis
 // granted sets the tombstone too when the Acquire's call was written more

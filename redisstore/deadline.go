@@ -15,7 +15,7 @@ import (
 // moves none of them.
 //
 // expireAll ends every wait at once, when Redis refused a connection (see
-// dialwatch.go): the decisions waiting decide by the failure mode, and the
+// dial_watch.go): the decisions waiting decide by the failure mode, and the
 // calls end, as they would at their deadline, so that every path they take
 // is one a passed deadline takes.
 type deadlineWheel struct {

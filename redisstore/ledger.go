@@ -14,8 +14,8 @@ import (
 // them.
 //
 // Invariants: every local admission is charged to Redis exactly once
-// (redis_charges.go); a key that decided locally is held to its twin
-// until every store's charges can have landed (redis_gate.go); owed keys
+// (owed_charges.go); a key that decided locally is held to its twin
+// until every store's charges can have landed (gate.go); owed keys
 // settle at Redis's speed (settler.go); the doubts of grouped calls are
 // asked of Redis (call_groups.go).
 //

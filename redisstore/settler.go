@@ -12,9 +12,9 @@ import (
 )
 
 // The settler sends what this store owes Redis after a fault (see the
-// charge line, redis_charges.go) for the keys no flush serves, and keeps
+// charge line, owed_charges.go) for the keys no flush serves, and keeps
 // the store's entry in the prefix's set of debtors, so that every store's
-// gate (redis_gate.go) waits for the others' charges rather than for a
+// gate (gate.go) waits for the others' charges rather than for a
 // guess.
 //
 // Invariant: while Redis answers, owed keys are sent in back-to-back

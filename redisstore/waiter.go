@@ -11,7 +11,7 @@ import (
 // Waiter states. A waiter moves from queued to sent when its flusher takes
 // it, and to done when its answer is delivered; it moves to abandoned when
 // its deadline passes first, and is then decided by the failure mode; what
-// the twin then admits is owed to Redis (see redis_charges.go).
+// the twin then admits is owed to Redis (see owed_charges.go).
 const (
 	waiterQueued int32 = iota
 	waiterSent

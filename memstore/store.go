@@ -75,7 +75,7 @@ type Store struct {
 
 	mu    sync.Mutex
 	specs map[string]uint32 // algorithm and limit -> the id entries are filed under
-	conc  *concurrencyState // the leases of every concurrency limit, whatever its maximum (concurrency_memory.go)
+	conc  *concurrencyState // the leases of every concurrency limit, whatever its maximum (concurrency.go)
 }
 
 // New returns a store that keeps state in process memory. An invalid option

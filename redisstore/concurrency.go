@@ -162,7 +162,7 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 	case <-c.done:
 		return l.answered(c, key)
 	case <-t.C:
-	case <-cut: // a refused dial (see dialwatch.go): the deadline's way, now
+	case <-cut: // a refused dial (see dial_watch.go): the deadline's way, now
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
 	}

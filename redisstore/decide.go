@@ -39,7 +39,7 @@ type guard struct {
 	wheel *deadlineWheel // the deadlines of waiting decisions and calls
 
 	// moving holds the Cluster slots found migrating, whose calls go
-	// without the exactly-once key (see redis_migrate.go).
+	// without the exactly-once key (see migrate.go).
 	moving clusterslot.Migrating
 
 	// inline: the client honours a context's deadline, so an idle store's
@@ -51,7 +51,7 @@ type guard struct {
 
 	// dials watches the client's dials (nil for a client of another
 	// type), so that a refused one ends every wait at once (see
-	// dialwatch.go) and the observer hears of a stopped Redis as a
+	// dial_watch.go) and the observer hears of a stopped Redis as a
 	// connection failure (see kindOf).
 	dials *dialWatch
 
@@ -161,7 +161,7 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 	}
 
 	// Wait on the context alone when its deadline is ours, else on the
-	// store's deadline wheel; and on a refused dial (see dialwatch.go).
+	// store's deadline wheel; and on a refused dial (see dial_watch.go).
 	select {
 	case <-w.done: // flushed inline
 		return l.answered(w, key)
@@ -187,7 +187,7 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 // passed (ctxErr nil: the store's, or a refused dial ended the wait; else
 // the context's) before its answer came: by the answer if it came
 // meanwhile, else by the failure mode, charging what the twin admits as
-// the charge line says (see redis_charges.go).
+// the charge line says (see owed_charges.go).
 func (l *redisLimiter) gaveUp(ctx context.Context, key string, w *waiter, probe bool, ctxErr error, began time.Time) (algorithms.Result, error) {
 	g, cost := l.guard, w.cost
 	queued := w.state.CompareAndSwap(waiterQueued, waiterAbandoned)
@@ -258,7 +258,7 @@ var (
 
 // fail decides a request that Redis could not, by the store's FailureMode,
 // and logs why (at most once a second). What the twin admits is owed to
-// Redis (see redis_charges.go).
+// Redis (see owed_charges.go).
 func (l *redisLimiter) fail(key string, cost int, cause error) (algorithms.Result, error) {
 	return l.failVia(key, cost, cause, l.local)
 }

@@ -21,7 +21,7 @@ import (
 // probe's failure), and every decision waiting for Redis and every call of
 // the store stops waiting (deadlineWheel.expireAll): each goes the way it
 // would at its deadline, decided by the failure mode, its charge owed as
-// the charge line says (see redis_charges.go); a call cut short may have
+// the charge line says (see owed_charges.go); a call cut short may have
 // run (an earlier attempt of it may have), and is taken for one that may
 // have. While the latest dial failed, a probe holds no request
 // (probeAside). A stopped Redis so costs a decision well under a

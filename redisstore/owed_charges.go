@@ -232,7 +232,7 @@ func (b *batcher) ownsChargeLocked(key queueKey) bool { return b.owed[key] != ni
 
 // decideAndCharge decides a request of cost for key locally with decide
 // (the twin's decision: twinDecides) and, when it admits it, adds cost to the key's owed
-// charge (doubt: see chargeLocked) and gates the key (see redis_gate.go),
+// charge (doubt: see chargeLocked) and gates the key (see gate.go),
 // all under b.mu (see the charge line's invariant above).
 func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt callDoubt, decide func() (algorithms.Result, error)) (algorithms.Result, error) {
 	return b.admitLocally(l, key, cost, decide, func(id queueKey) {
@@ -242,7 +242,7 @@ func (b *batcher) decideAndCharge(l *redisLimiter, key string, cost int, doubt c
 
 // admitLocally runs decide, the twin's decision of a request of cost for
 // key, under b.mu and, for an admission, owe under the same lock; it gates
-// the key whatever decide says (see redis_gate.go). A key that cannot owe
+// the key whatever decide says (see gate.go). A key that cannot owe
 // (the table is full) is decided by decideUnowedLocked instead.
 func (b *batcher) admitLocally(l *redisLimiter, key string, cost int, decide func() (algorithms.Result, error), owe func(queueKey)) (algorithms.Result, error) {
 	id := queueKey{l, key}

@@ -290,7 +290,7 @@ func (groupError) RedisError() {}
 // runCalls sends the calls, together in one pipeline when there are
 // several, with the scripts Redis has lost sent in full once more, and
 // those a Cluster slot in migration refused sent once more without the
-// exactly-once key (see redis_migrate.go); it returns the error that says most
+// exactly-once key (see migrate.go); it returns the error that says most
 // about Redis's health: nil when Redis answered every call, even with an
 // error reply. The calls carry no refunds, which must keep that key.
 func runCalls(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) error {

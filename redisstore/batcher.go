@@ -245,7 +245,7 @@ func dropFront(line []*keyQueue, n int) []*keyQueue {
 // take moves up to most waiters from q to sent, marking them sent,
 // dropping those that were abandoned meanwhile, and, when withCharge says
 // so, takes the key's owed charge, all under one lock: a charge the twin
-// added before is sent ahead of these waiters (see redis_charges.go). A
+// added before is sent ahead of these waiters (see owed_charges.go). A
 // waiter whose deadline is too close for a round trip is not sent but left
 // to give up by itself: it waited in this process, which is no failure of
 // Redis. probe reports whether a waiter sent is the breaker's probe.

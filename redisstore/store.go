@@ -1,21 +1,3 @@
-// Package redisstore is the Redis algorithms.Store: each decision is one
-// Lua script call (package lua), atomic on a single server or a Cluster,
-// shared by every instance. Behind New, each mechanism keeps one invariant
-// in a file of its own, named in its doc comment with the test that proves
-// it: batching and same-key coalescing (redis_batch.go), exactly-once
-// replies (redis_once.go), deadlines (deadline.go), refused dials
-// (dialwatch.go), the breaker's log (breaker_log.go), the denial cache
-// (denials.go, denials_sync.go), the ledger of what a fault leaves owed
-// (ledger.go): the local decider's charges (redis_charges.go), the gate
-// after a fault (redis_gate.go), the settler (settler.go) and the doubts
-// of grouped calls (call_groups.go); Redis's last answers, where the twin
-// starts from (redis_lastsaid.go), version checks (redis_version.go),
-// migrating Cluster slots (redis_migrate.go), Redis's eviction policy
-// (eviction_policy.go, eviction_watch.go) and the release of concurrency
-// leases after a fault (concurrency_releases.go); a decision waits in a
-// waiter (waiter.go), and a call's keys, arguments and reply are laid out
-// in args.go. While Redis cannot decide, a memstore limiter of this
-// instance's share decides (FailLocal).
 package redisstore
 
 import (
@@ -83,7 +65,7 @@ type Store struct {
 // clients) that watches its dials and nothing else: a dial that Redis
 // refuses (a stopped server) opens the breaker at once and ends every
 // decision's wait, so that a dead Redis costs each decision well under a
-// millisecond, from the first (see dialwatch.go). The hook stays on the
+// millisecond, from the first (see dial_watch.go). The hook stays on the
 // client after Close.
 //
 // Any go-redis client settings keep each decision counted once: go-redis
@@ -248,7 +230,7 @@ func (l *redisLimiter) run(ctx context.Context, key, list string, n int, decidin
 
 // runInto is run with the Results in dst if it has room, and the call's id.
 // In a migrating Cluster slot it sends no id, but in a refund (see
-// redis_migrate.go).
+// migrate.go).
 func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, deciding bool, dst []algorithms.Result) ([]algorithms.Result, uint64, error) {
 	call := l.calls.Get().(*redisCall)
 	defer l.calls.Put(call)

@@ -180,7 +180,7 @@ func (l *redisLimiter) finish(j *job, sent time.Time) {
 		return
 	}
 	var out delivery
-	if !g.batcher.deliverGated(j, sent, &out) { // see redis_gate.go
+	if !g.batcher.deliverGated(j, sent, &out) { // see gate.go
 		l.deliver(j, false, &out)
 	}
 	if len(out.gone) > 0 {
@@ -203,7 +203,7 @@ type delivery struct {
 }
 
 // deliver hands each of j's waiters its answer, or, when gated, the twin's
-// for an admission (see redis_gate.go; b.mu is then held), and fills out.
+// for an admission (see gate.go; b.mu is then held), and fills out.
 // A waiter is not touched once delivered: its owner may reuse it.
 func (l *redisLimiter) deliver(j *job, gated bool, out *delivery) {
 	out.denied = -1

@@ -1,0 +1,44 @@
+// Package redisstore is the Redis algorithms.Store: each decision is one
+// Lua script call, atomic on a single server or a Cluster, shared by every
+// instance. While Redis cannot decide, a memory store of this instance's
+// share decides (FailLocal, the default), and what it admits is charged to
+// Redis afterwards.
+//
+// # Inside
+//
+// A request walks decide.go (the breaker, the deadline, the failure mode),
+// batcher.go and flush.go (same-key requests wait for one call; a flush
+// sends the ready keys in one pipeline), calls.go and args.go (a call's
+// keys, arguments and reply), once.go (a call counted once however often
+// go-redis sends it) and migrate.go (Cluster slots on the move). Each
+// mechanism states its invariant and capacity in its doc comment and
+// names the test that proves it: deadline.go, dial_watch.go and
+// dial_hook.go (refused dials), breaker_log.go, denials.go and
+// denials_sync.go (the denial cache), last_said.go (where the twin
+// starts), ledger.go, owed_charges.go, gate.go, settler.go,
+// settle_groups.go and call_groups.go (what a fault leaves owed),
+// eviction_policy.go and eviction_watch.go, concurrency.go and
+// concurrency_releases.go (concurrency leases), version.go.
+//
+// # Glossary
+//
+//   - twin: the memory limiter of this instance's share of each limit,
+//     which decides while Redis cannot.
+//   - share: a limit divided by WithInstances, what one twin may admit.
+//   - said (last said): Redis's last answers for a key, which the twin
+//     starts from.
+//   - owed, charge: what the twin admitted, to be counted in Redis.
+//   - doubt: an owed charge whose call may or may not have counted it.
+//   - kept reply: the reply Redis keeps under a call's id, so that a call
+//     sent again answers from it rather than decide again.
+//   - group: a key's part in a call that decides or charges several keys.
+//   - gate: after a fault, a key's Redis admissions pass only if the twin
+//     admits them too, until every store's charges for it have landed.
+//   - debtors: the stores of a prefix that owe charges, a sorted set in
+//     Redis.
+//   - settler: the goroutine that sends what a store owes.
+//   - line: the requests of one key waiting for its call; also the
+//     release line of concurrency leases.
+//   - guard: the breaker, deadlines and failure mode around every call.
+//   - moving: a Cluster slot being migrated (ASK, TRYAGAIN).
+package redisstore
