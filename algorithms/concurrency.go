@@ -79,7 +79,7 @@ type Lease struct {
 // lease taken in Redis is removed there with one command within the store's
 // timeout; if Redis cannot be reached the error is returned, and the Redis
 // store sends the release again until Redis answers (see
-// redisstore.DefaultMaxReleases; a lease it cannot take expires on its own
+// up to 65,536 leases a store; a lease it cannot take expires on its own
 // after the lease duration). A lease taken locally, while Redis could not
 // decide, is released locally; a lease Redis may hold for the Acquire's
 // call that failed or was given up on is removed from Redis by the store

@@ -33,7 +33,7 @@ import (
 // than once (memberArg), and is one ZREM otherwise. A call never written
 // (no connection) is dropped from the line: Redis holds nothing of it.
 //
-// Memory is bounded: at most DefaultMaxReleases leases, about 150 bytes
+// Memory is bounded: at most maxReleases leases, about 150 bytes
 // each plus the key (10 MB with keys of 12 bytes). When the line is full,
 // an Acquire whose lease Redis may hold is refused locally under FailLocal
 // (FailOpen admits and FailClosed refuses as ever), a tighter limit rather
@@ -49,9 +49,9 @@ import (
 // released with one ZREM), TestReleaseLineFull, TestReleaseLineClose,
 // TestReleaseLineBatchesAndBackoff and TestReleaseLineAdd.
 
-// DefaultMaxReleases bounds the leases a Redis store holds to release from
+// maxReleases bounds the leases a Redis store holds to release from
 // Redis after a fault (see the release line).
-const DefaultMaxReleases = 1 << 16
+const maxReleases = 1 << 16
 
 const (
 	releaseBatch    = 128 // leases per pipeline: two commands each
@@ -89,7 +89,7 @@ type releaseLine struct {
 
 func newReleaseLine(client redis.UniversalClient, tombTTL, attempt time.Duration) *releaseLine {
 	ctx, stop := context.WithCancel(context.Background())
-	return &releaseLine{client: client, tombTTL: tombTTL, attempt: attempt, capacity: DefaultMaxReleases,
+	return &releaseLine{client: client, tombTTL: tombTTL, attempt: attempt, capacity: maxReleases,
 		owed: map[redisLease]struct{}{}, ctx: ctx, stop: stop}
 }
 

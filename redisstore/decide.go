@@ -89,7 +89,7 @@ func newGuard(cfg config, pool int) *guard {
 			inFlight = max(pool, 1)
 		}
 	}
-	batch, keys := DefaultMaxBatch, DefaultMaxKeysPerCall
+	batch, keys := maxBatch, maxKeysPerCall
 	if rc.noBatching {
 		batch, keys = 1, 1
 	}

@@ -29,7 +29,7 @@ import (
 // those instances whose charges are still on their way.
 //
 // It costs a decision nothing while no key is gated (one atomic load), and
-// the twin's decision while one is. At most DefaultMaxOwedKeys keys are
+// the twin's decision while one is. At most maxOwedKeys keys are
 // gated at once; beyond that a key is not gated, as the charge table
 // refuses a key it has no room for.
 //

@@ -19,7 +19,7 @@ import (
 // settle at Redis's speed (settler.go); the doubts of grouped calls are
 // asked of Redis (call_groups.go).
 //
-// Capacity: maxOwed keys owe (DefaultMaxOwedKeys, about 100 bytes each),
+// Capacity: maxOwed keys owe (maxOwedKeys, about 100 bytes each),
 // and as many are gated, whatever the number of keys clients send; a key
 // with no room is decided by its twin from forgottenAllowance, owing
 // nothing, and is not gated: a tighter limit for that key, never a looser
@@ -43,5 +43,5 @@ type ledger struct {
 }
 
 func newLedger() ledger {
-	return ledger{owed: map[queueKey]*owedCharge{}, maxOwed: DefaultMaxOwedKeys, gates: map[queueKey]time.Time{}}
+	return ledger{owed: map[queueKey]*owedCharge{}, maxOwed: maxOwedKeys, gates: map[queueKey]time.Time{}}
 }

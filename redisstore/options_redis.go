@@ -85,13 +85,13 @@ const (
 	// DefaultDenialCacheSize is the number of denials a Redis store
 	// remembers unless WithDenialCache says otherwise.
 	DefaultDenialCacheSize = 100_000
-	// DefaultMaxBatch is the most requests for one key decided by one
+	// maxBatch is the most requests for one key decided by one
 	// script call.
-	DefaultMaxBatch = 256
-	// DefaultMaxKeysPerCall is the most keys decided in one flush: the keys
+	maxBatch = 256
+	// maxKeysPerCall is the most keys decided in one flush: the keys
 	// of one limiter in one script call (one slot's on Cluster), the
 	// calls of other limiters and slots in the same pipeline.
-	DefaultMaxKeysPerCall = 64
+	maxKeysPerCall = 64
 	// DefaultMaxOpenFor caps the breaker's open time, which each failed
 	// probe doubles from BreakerPolicy.OpenFor, unless the policy says
 	// otherwise: during a long outage a store probes Redis every 10 s,
@@ -212,9 +212,9 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithBatching turns batching on (the default) or off. On, the decisions
 // in flight at one moment go to Redis together: one script call decides a
-// key's concurrent requests (up to DefaultMaxBatch) in arrival order, the
+// key's concurrent requests (up to 256) in arrival order, the
 // keys of one limiter share a script call (one slot's on Cluster), and the
-// calls of up to DefaultMaxKeysPerCall keys travel in one pipeline, so a
+// calls of up to 64 keys travel in one pipeline, so a
 // busy store costs Redis far fewer reads, writes and syscalls per
 // decision; an idle store sends at once, so nothing waits for a batch to
 // fill. Off, every decision is a script call and a round trip of its own:

@@ -31,7 +31,7 @@ import (
 // when less than the charge is (never more), so a flood admitted locally
 // leaves the key exhausted in Redis rather than over its limit.
 //
-// Capacity: at most DefaultMaxOwedKeys keys (WithMaxWaiting's line does
+// Capacity: at most maxOwedKeys keys (WithMaxWaiting's line does
 // not hold charges), whatever the number of keys a client sends. A key
 // that would need a new entry when the table is full is decided by its
 // twin from at most forgottenAllowance units a window, owing nothing
@@ -46,9 +46,9 @@ import (
 // TestChargesAcrossInstances (three instances, the five algorithms,
 // pause, kill and restart under a flood).
 
-// DefaultMaxOwedKeys bounds the keys with charges owed to Redis in one
+// maxOwedKeys bounds the keys with charges owed to Redis in one
 // store: about 100 bytes each.
-const DefaultMaxOwedKeys = 1 << 16
+const maxOwedKeys = 1 << 16
 
 // chargeOnceTTL is how long Redis keeps a charge call's reply, so that a
 // charge sent again after a failure counts once: charges are rare (only

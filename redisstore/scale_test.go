@@ -244,7 +244,7 @@ func TestScaleSaturation(t *testing.T) {
 }
 
 // An outage during which one client sends from 65,536 identities (IPv6
-// /64s of one /48) fills the charge table (DefaultMaxOwedKeys): at least
+// /64s of one /48) fills the charge table (maxOwedKeys): at least
 // 99% of 1,000 other clients' first requests still pass, and no identity
 // is admitted more than L + n.
 func TestScaleOneClientManyIdentities(t *testing.T) {

@@ -32,7 +32,7 @@ import (
 // TestScaleSettleAtRedisSpeed (make test-scale).
 
 // settleGroupKeys is the most keys one grouped charge call carries.
-const settleGroupKeys = DefaultMaxKeysPerCall
+const settleGroupKeys = maxKeysPerCall
 
 // chargePart is where one taken charge went: its call and its place among
 // the call's groups, -1 in a call of its own.

@@ -20,7 +20,7 @@ import (
 // Invariant: while Redis answers, owed keys are sent in back-to-back
 // pipelines of settleChunk keys each (after asking Redis about the
 // doubts of grouped calls: see call_groups.go), without pausing between them, so a
-// table of DefaultMaxOwedKeys keys settles at Redis's speed (tens of
+// table of maxOwedKeys keys settles at Redis's speed (tens of
 // thousands of keys a second); while Redis cannot answer, the settler
 // tries every chargeRetryMin, backing off to chargeRetryMax. Before each
 // pipeline it renews its store's entry in the debtors set, and once it
