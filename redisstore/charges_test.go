@@ -156,8 +156,8 @@ func TestChargeLine(t *testing.T) {
 		t.Fatalf("a charge in flight was taken twice: %+v", again)
 	}
 	charge("k", 3, admit) // owed beside the charge in flight
-	failed := []*scriptCall{{}}
-	if b.settleCharges([]chargeTaken{taken}, failed) {
+	failed := []chargePart{{call: &scriptCall{}, group: -1}}
+	if b.settleParts([]chargeTaken{taken}, failed) {
 		t.Fatal("a call that did not run reported counted")
 	}
 	_, _, retry := b.take(q, time.Now(), 10, true, nil)
@@ -361,7 +361,7 @@ func TestGateEnds(t *testing.T) {
 			b.mu.Lock()
 			taken, _ := b.takeChargeLocked(queueKey{l, "k"})
 			b.mu.Unlock()
-			b.settleCharges([]chargeTaken{taken}, []*scriptCall{{cmd: redis.NewCmdResult("1 1 0 0 0", nil)}})
+			b.settleParts([]chargeTaken{taken}, []chargePart{{call: &scriptCall{cmd: redis.NewCmdResult("1 1 0 0 0", nil)}, group: -1}})
 		}
 		if !gated("k") {
 			t.Fatalf("reset %v: the gate ended before its grace", reset)

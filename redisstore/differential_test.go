@@ -179,7 +179,7 @@ func runDifferential(t *testing.T, alg algorithms.Algorithm, limits []algorithms
 	}
 	rng := rand.New(rand.NewPCG(seed, uint64(len(alg))))
 	keys := []string{"x", "y", "z"}
-	for step := range 300 {
+	for step := range stepsOf(300) {
 		switch r := rng.IntN(10); {
 		case r < 4:
 			advance(randMicros(rng, min(limits[0].Period/4, 30*24*time.Hour)))

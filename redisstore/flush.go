@@ -123,8 +123,9 @@ func (l *redisLimiter) prepare(j *job, key string, batch []*waiter, sent time.Ti
 
 // run sends the jobs' script calls: alone as a plain call, the others
 // grouped into as few calls as the client's sharding allows (see callsOf),
-// and those calls in one pipeline, after a call per owed charge, which
-// Redis thus counts before it decides the jobs. It returns the error that
+// and those calls in one pipeline, after the calls of the owed charges
+// (grouped as the settler groups them, settle_groups.go), which Redis
+// thus counts before it decides the jobs. It returns the error that
 // says most about Redis's health: nil when Redis answered every call, even
 // with an error reply.
 func run(ctx context.Context, jobs []*job, charges []chargeTaken) error {
@@ -134,8 +135,9 @@ func run(ctx context.Context, jobs []*job, charges []chargeTaken) error {
 		return j.err
 	}
 	var calls []*scriptCall
+	var parts []chargePart
 	if len(charges) > 0 {
-		calls = chargeCalls(charges)
+		calls, parts = groupedChargeCalls(charges)
 	}
 	if len(jobs) > 0 {
 		calls = append(calls, callsOf(jobs)...)
@@ -143,7 +145,7 @@ func run(ctx context.Context, jobs []*job, charges []chargeTaken) error {
 	b := calls[0].l.guard.batcher
 	health := runCalls(ctx, calls[0].l.client, calls)
 	if len(charges) > 0 {
-		b.settleCharges(charges, calls[:len(charges)])
+		b.settleParts(charges, parts)
 	}
 	return health
 }

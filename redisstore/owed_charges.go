@@ -24,9 +24,12 @@ import (
 // sent ahead of the key's next call (in the same pipeline, so Redis counts
 // them before it decides the requests in line) or, for a key nobody asks
 // for, by the settler (settler.go), which backs off while Redis cannot
-// answer. A sent charge whose call fails stays owed under the same call id
-// and goes again verbatim: if the first run did count it, Redis answers
-// from the kept reply (see callIDs), which it keeps for chargeOnceTTL.
+// answer. Charges sent for the first time go several keys to a call
+// (settle_groups.go); one whose call fails stays owed, as a doubt of its
+// group, until the reply Redis kept says whether the call counted it. A
+// charge sent again goes alone under its own call id, verbatim: if an
+// earlier run did count it, Redis answers from the kept reply (see
+// callIDs), which it keeps for chargeOnceTTL.
 // A charge is decided by the scripts' charge kind, which takes what is left
 // when less than the charge is (never more), so a flood admitted locally
 // leaves the key exhausted in Redis rather than over its limit.
@@ -174,34 +177,6 @@ func (b *batcher) takeChargeLocked(key queueKey) (chargeTaken, bool) {
 	}
 	o.busy = true
 	return chargeTaken{key: key, id: o.id, cost: o.doubt, fresh: fresh}, true
-}
-
-// settleCharges records the outcome of the calls that carried taken:
-// counted ones are done, failed ones stay owed under their id. It reports
-// whether all were counted.
-func (b *batcher) settleCharges(taken []chargeTaken, calls []*scriptCall) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	all := true
-	for i, c := range taken {
-		o := b.owed[c.key]
-		if o == nil { // dropped meanwhile (the store closed)
-			continue
-		}
-		o.busy = false
-		if calls[i].cmd != nil && errors.Is(calls[i].cmd.Err(), redis.ErrClosed) {
-			// The client is closed: nothing can send it any more.
-			delete(b.owed, c.key)
-			b.ungateLaterLocked(c.key, b.clock())
-			continue
-		}
-		if calls[i].cmd == nil || calls[i].cmd.Err() != nil {
-			all = false
-			continue
-		}
-		b.doubtSettledLocked(c.key, o)
-	}
-	return all
 }
 
 // doubtSettledLocked records that key's doubt is settled (counted, or

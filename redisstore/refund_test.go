@@ -36,7 +36,7 @@ func runRefundDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 	rng := rand.New(rand.NewPCG(seed, uint64(len(alg))))
 	keys := []string{"x", "y"}
 	var taken []time.Time // when requests were allowed, any key
-	for step := range 400 {
+	for step := range stepsOf(400) {
 		wander(rng, advance, limits[0].Period, clockSteps)
 		key := keys[rng.IntN(len(keys))]
 		cost := 1 + rng.IntN(maxCost)

@@ -234,7 +234,7 @@ func runReserveDifferential(t *testing.T, alg algorithms.Algorithm, limits []alg
 	rng := rand.New(rand.NewPCG(seed, 3))
 	keys := []string{"x", "y"}
 	period := limits[0].Period
-	for step := range 300 {
+	for step := range stepsOf(300) {
 		switch r := rng.IntN(10); {
 		case r < 4:
 			advance(randMicros(rng, period/4))
