@@ -99,6 +99,13 @@ type Store interface {
 	NewConcurrency(limit int, lease, retryAfter time.Duration) (ConcurrencyLimiter, error)
 }
 
+// StoreNamer is implemented by limiters that say which store decides for
+// them ("memory", "redis"), so that observers can label decisions by
+// store; the middleware's and grpclimit's observers ask for it.
+type StoreNamer interface {
+	StoreName() string
+}
+
 // DecisionBounder is implemented by limiters that bound each decision
 // themselves: a Redis store's limiters, by the store's WithTimeout. A
 // caller that sets a deadline of its own by default, as the middleware

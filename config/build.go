@@ -75,12 +75,12 @@ type shared struct {
 	trust   keyfunc.IPOption
 	skip    func(*http.Request) bool // nil: none
 	credKey keyfunc.KeyFunc
-	failure middleware.FailurePolicy
+	failure middleware.ErrorPolicy
 }
 
 // commonOf reads the settings every policy shares.
 func commonOf(c *Config) (shared, error) {
-	sh := shared{trust: keyfunc.TrustProxies(c.TrustedProxies...), failure: middleware.FailClosed}
+	sh := shared{trust: keyfunc.TrustProxies(c.TrustedProxies...), failure: middleware.RefuseOnError}
 	if len(c.Skip) > 0 {
 		in, err := keyfunc.ClientIPIn(c.Skip, sh.trust)
 		if err != nil {
@@ -94,7 +94,7 @@ func commonOf(c *Config) (shared, error) {
 	}
 	sh.credKey = credKey
 	if c.FailurePolicy == "open" {
-		sh.failure = middleware.FailOpen
+		sh.failure = middleware.PassOnError
 	}
 	return sh, nil
 }
@@ -118,7 +118,7 @@ func policyMiddleware(c *Config, p *Policy, sh shared, store *openStore, o *opti
 		middleware.WithCredentialFailureKey(sh.credKey),
 		middleware.WithLogger(o.logger),
 		middleware.WithShadow(p.Shadow),
-		middleware.WithFailurePolicy(sh.failure),
+		middleware.WithErrorPolicy(sh.failure),
 	}
 	if p.Delay > 0 {
 		opts = append(opts, middleware.WithDelay(p.Delay))

@@ -123,7 +123,7 @@ func (c *clientConfig) reserveFailed(ctx context.Context, err error) error {
 		return status.Error(codes.InvalidArgument, "the client rate limiter refused the call's key or cost")
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
-	case c.failure == middleware.FailOpen:
+	case c.failure == middleware.PassOnError:
 		return nil
 	}
 	return status.Error(codes.Unavailable, "the client rate limiter cannot decide")

@@ -24,7 +24,7 @@ type clientConfig struct {
 	cost     func(ctx context.Context, fullMethod string, req any) int
 	maxDelay time.Duration
 	refund   bool
-	failure  middleware.FailurePolicy
+	failure  middleware.ErrorPolicy
 	timeout  time.Duration
 }
 
@@ -63,10 +63,10 @@ func WithRefundOnCancel(on bool) ClientOption {
 	return func(c *clientConfig) { c.refund = on }
 }
 
-// WithClientFailurePolicy sets what a call does when the limiter returns an
-// error: middleware.FailClosed (the default) fails it with Unavailable,
-// without sending it; middleware.FailOpen sends it unpaced.
-func WithClientFailurePolicy(p middleware.FailurePolicy) ClientOption {
+// WithClientErrorPolicy sets what a call does when the limiter returns an
+// error: middleware.RefuseOnError (the default) fails it with Unavailable,
+// without sending it; middleware.PassOnError sends it unpaced.
+func WithClientErrorPolicy(p middleware.ErrorPolicy) ClientOption {
 	return func(c *clientConfig) { c.failure = p }
 }
 
@@ -84,7 +84,7 @@ func newClientConfig(limiter algorithms.Limiter, opts []ClientOption) (*clientCo
 	c := &clientConfig{
 		maxDelay: DefaultMaxDelay,
 		refund:   true,
-		failure:  middleware.FailClosed,
+		failure:  middleware.RefuseOnError,
 		timeout:  middleware.DefaultTimeout,
 	}
 	for i, o := range opts {
@@ -99,7 +99,7 @@ func newClientConfig(limiter algorithms.Limiter, opts []ClientOption) (*clientCo
 		err = errors.New("the limiter cannot reserve (only the token and leaky buckets of algorithms.New can)")
 	case c.maxDelay <= 0 || c.maxDelay > algorithms.MaxDelay:
 		err = fmt.Errorf("WithMaxDelay(%s): the delay must be above 0 and at most %s", c.maxDelay, algorithms.MaxDelay)
-	case c.failure != middleware.FailOpen && c.failure != middleware.FailClosed:
+	case c.failure != middleware.PassOnError && c.failure != middleware.RefuseOnError:
 		err = fmt.Errorf("unknown failure policy %d", int(c.failure))
 	case c.timeout <= 0:
 		err = fmt.Errorf("WithClientTimeout(%s): the timeout must be positive", c.timeout)

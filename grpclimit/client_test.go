@@ -153,7 +153,7 @@ func TestClientFailure(t *testing.T) {
 	if code, _, _, err := call(t, pacedClient(t, addr, bad)); code != codes.Unavailable {
 		t.Fatalf("%v, want Unavailable", err)
 	}
-	c := pacedClient(t, addr, bad, grpclimit.WithClientFailurePolicy(middleware.FailOpen))
+	c := pacedClient(t, addr, bad, grpclimit.WithClientErrorPolicy(middleware.PassOnError))
 	if code, _, _, err := call(t, c); code != codes.OK {
 		t.Fatalf("%v, want the call sent under FailOpen", err)
 	}

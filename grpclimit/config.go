@@ -33,7 +33,7 @@ type config struct {
 	skipSet          bool
 	scope            bool
 	shadow           bool
-	failure          middleware.FailurePolicy
+	failure          middleware.ErrorPolicy
 	observer         middleware.Observer
 	policyName       string
 	legacy, ietf     bool
@@ -65,7 +65,7 @@ type methodLimiter struct {
 func newConfig(limiter algorithms.Limiter, opts []Option) (*config, error) {
 	c := &config{
 		scope:            true,
-		failure:          middleware.FailClosed,
+		failure:          middleware.RefuseOnError,
 		policyName:       middleware.DefaultPolicyName,
 		legacy:           true,
 		ietf:             true,
@@ -102,7 +102,7 @@ func (c *config) check(limiter algorithms.Limiter) error {
 		return errors.New("the limiter is nil")
 	case c.skipSet && c.skip == nil:
 		return errors.New("WithSkip(nil)")
-	case c.failure != middleware.FailOpen && c.failure != middleware.FailClosed:
+	case c.failure != middleware.PassOnError && c.failure != middleware.RefuseOnError:
 		return fmt.Errorf("unknown failure policy %d", int(c.failure))
 	case c.observer != nil && isNil(c.observer):
 		return errors.New("WithObserver: a nil pointer")

@@ -25,7 +25,7 @@ func TestConfigErrors(t *testing.T) {
 		{"nil limiter", nil, nil},
 		{"nil option", l, []grpclimit.Option{nil}},
 		{"nil skip", l, []grpclimit.Option{grpclimit.WithSkip(nil)}},
-		{"unknown failure policy", l, []grpclimit.Option{grpclimit.WithFailurePolicy(middleware.FailurePolicy(7))}},
+		{"unknown failure policy", l, []grpclimit.Option{grpclimit.WithErrorPolicy(middleware.ErrorPolicy(7))}},
 		{"nil pointer observer", l, []grpclimit.Option{grpclimit.WithObserver(nilObserver)}},
 		{"zero timeout", l, []grpclimit.Option{grpclimit.WithTimeout(0)}},
 		{"negative unavailable delay", l, []grpclimit.Option{grpclimit.WithUnavailableRetryAfter(-time.Second)}},
@@ -68,7 +68,7 @@ func TestClientConfigErrors(t *testing.T) {
 		{"zero delay", bucket, []grpclimit.ClientOption{grpclimit.WithMaxDelay(0)}},
 		{"delay over an hour", bucket, []grpclimit.ClientOption{grpclimit.WithMaxDelay(2 * time.Hour)}},
 		{"zero timeout", bucket, []grpclimit.ClientOption{grpclimit.WithClientTimeout(0)}},
-		{"unknown failure policy", bucket, []grpclimit.ClientOption{grpclimit.WithClientFailurePolicy(9)}},
+		{"unknown failure policy", bucket, []grpclimit.ClientOption{grpclimit.WithClientErrorPolicy(9)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -134,7 +134,7 @@ func (c *config) failed(ctx context.Context, p *policy, key, identity string, er
 	default:
 		c.logEvent(slog.LevelError, "rate limiter failed", key,
 			slog.String("policy", p.name), slog.String("failure_policy", c.failure.String()), slog.Any("error", err))
-		if c.failure == middleware.FailOpen {
+		if c.failure == middleware.PassOnError {
 			c.observe(p, middleware.OutcomeFailOpen, p.store, took)
 			return answer{}
 		}

@@ -53,7 +53,7 @@
 //	                  forwarding metadata over 8 KiB), the key was empty
 //	                  or too long, or the call's cost was below 1
 //	Unavailable       the limiter could not decide and the failure policy
-//	                  is middleware.FailClosed (the default), or its
+//	                  is middleware.RefuseOnError (the default), or its
 //	                  store failed closed; with retry-after and
 //	                  grpc-retry-pushback-ms of WithUnavailableRetryAfter
 //

@@ -46,7 +46,7 @@ func FuzzUnaryInterceptor(f *testing.F) {
 		"api key":     grpclimit.WithKeyFunc(keyfunc.APIKey("x-api-key", keyfunc.KnownAPIKey(func(string) bool { return true }))),
 		"shadow":      grpclimit.WithShadow(true),
 	} {
-		in, err := grpclimit.UnaryServerInterceptor(limiter, opt, grpclimit.WithFailurePolicy(middleware.FailClosed))
+		in, err := grpclimit.UnaryServerInterceptor(limiter, opt, grpclimit.WithErrorPolicy(middleware.RefuseOnError))
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -68,12 +68,12 @@ func WithShadow(on bool) Option {
 	return func(c *config) { c.shadow = on }
 }
 
-// WithFailurePolicy sets what happens to a call when the limiter returns an
-// error: middleware.FailClosed (the default) answers Unavailable,
-// middleware.FailOpen lets it through uncounted, without metadata. Limiters
+// WithErrorPolicy sets what happens to a call when the limiter returns an
+// error: middleware.RefuseOnError (the default) answers Unavailable,
+// middleware.PassOnError lets it through uncounted, without metadata. Limiters
 // of algorithms.New on a Redis store do not return errors when Redis fails:
 // their store's failure mode decides.
-func WithFailurePolicy(p middleware.FailurePolicy) Option {
+func WithErrorPolicy(p middleware.ErrorPolicy) Option {
 	return func(c *config) { c.failure = p }
 }
 

@@ -63,7 +63,7 @@ func (p *policy) nameOf(index int) string {
 // storeName is middleware.Decision.Store for l: "memory" or "redis" for a
 // limiter of algorithms.New, "custom" for others.
 func storeName(l algorithms.Limiter) string {
-	if n, ok := l.(interface{ StoreName() string }); ok {
+	if n, ok := l.(algorithms.StoreNamer); ok {
 		return n.StoreName()
 	}
 	return "custom"

@@ -49,7 +49,7 @@ func TestFailures(t *testing.T) {
 		outcome string
 	}{
 		{"fail closed by default", nil, codes.Unavailable, middleware.OutcomeFailClosed},
-		{"fail open", []grpclimit.Option{grpclimit.WithFailurePolicy(middleware.FailOpen)}, codes.OK, middleware.OutcomeFailOpen},
+		{"fail open", []grpclimit.Option{grpclimit.WithErrorPolicy(middleware.PassOnError)}, codes.OK, middleware.OutcomeFailOpen},
 		{"shadow passes a failure", []grpclimit.Option{grpclimit.WithShadow(true)}, codes.OK, middleware.OutcomeFailClosed},
 	}
 	for _, tt := range tests {

@@ -76,7 +76,7 @@ func TestClockReads(t *testing.T) {
 		{"pass", huge, nil},
 		{"deny", algorithms.PerHour(1), nil},
 		{"pass, observed", huge, []Option{WithObserver(&countingObserver{})}},
-		{"pass, no breaker", huge, []Option{WithBreaker(0)}},
+		{"pass, no breaker", huge, []Option{WithBreakFor(0)}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var reads atomic.Int64

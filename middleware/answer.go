@@ -70,7 +70,7 @@ func (c *config) answerError(w http.ResponseWriter, r *http.Request, v *verdict)
 		// not the limiter's. (A parent deadline that passed is answered by
 		// the policy, like any other timeout.)
 		return answered
-	case c.policy == FailClosed:
+	case c.policy == RefuseOnError:
 		c.logFailure(v.err, v.key, "closed")
 		c.observe(OutcomeFailClosed, v.store, v.took)
 		if c.shadow {

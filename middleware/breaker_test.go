@@ -42,7 +42,7 @@ func TestBreaker(t *testing.T) {
 	clock := newFakeClock()
 	lim := &flakyLimiter{down: true}
 	logger, logs := newLogger()
-	h := mustNew(t, lim, WithBreaker(2*time.Second), WithLogger(logger), withClock(clock.Now))(&okHandler{})
+	h := mustNew(t, lim, WithBreakFor(2*time.Second), WithLogger(logger), withClock(clock.Now))(&okHandler{})
 
 	steps := []struct {
 		name      string
@@ -100,7 +100,7 @@ func TestBreakerWithFallback(t *testing.T) {
 func TestBreakerOff(t *testing.T) {
 	lim := &flakyLimiter{down: true}
 	logger, _ := newLogger()
-	h := mustNew(t, lim, WithBreaker(0), WithFailurePolicy(FailOpen), WithLogger(logger))(&okHandler{})
+	h := mustNew(t, lim, WithBreakFor(0), WithErrorPolicy(PassOnError), WithLogger(logger))(&okHandler{})
 	for range 8 {
 		if rec := from(h, "/", "192.0.2.1:1000"); rec.Code != http.StatusOK {
 			t.Fatalf("fail open: %d", rec.Code)
@@ -118,17 +118,17 @@ func TestBreakerOff(t *testing.T) {
 func TestParentDeadlineAppliesPolicy(t *testing.T) {
 	for _, tt := range []struct {
 		name       string
-		policy     FailurePolicy
+		policy     ErrorPolicy
 		wantCode   int
 		wantServed bool
 	}{
-		{"fail closed", FailClosed, http.StatusServiceUnavailable, false},
-		{"fail open", FailOpen, http.StatusOK, true},
+		{"fail closed", RefuseOnError, http.StatusServiceUnavailable, false},
+		{"fail open", PassOnError, http.StatusOK, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			logger, _ := newLogger()
 			next := &okHandler{}
-			h := mustNew(t, &blockingLimiter{}, WithTimeout(time.Minute), WithFailurePolicy(tt.policy), WithLogger(logger))(next)
+			h := mustNew(t, &blockingLimiter{}, WithTimeout(time.Minute), WithErrorPolicy(tt.policy), WithLogger(logger))(next)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
 			req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)

@@ -34,7 +34,7 @@ const DefaultConcurrencyPolicyName = "concurrency"
 // The X-RateLimit-* headers describe a rate and are not sent.
 //
 // It takes the options of New that apply: WithKeyFunc, WithRouteScope,
-// WithTimeout (for Acquire and for Release), WithFailurePolicy (for a
+// WithTimeout (for Acquire and for Release), WithErrorPolicy (for a
 // limiter's error), WithPolicyName (default DefaultConcurrencyPolicyName),
 // WithIETFHeaders, WithDeniedHandler, WithKeyErrorHandler,
 // WithUnavailableRetryAfter, WithLogger, WithObserver, WithShadow and

@@ -191,7 +191,7 @@ func (*nilConcurrency) Acquire(context.Context, string) (*algorithms.Lease, erro
 
 // Key errors get the key error answer, an empty or oversized key 400, a
 // limiter's error the failure policy; none of them reaches the handler
-// under FailClosed.
+// under RefuseOnError.
 func TestConcurrencyRefusals(t *testing.T) {
 	lim := newConcurrencyLimiter(t, 1)
 	next := &okHandler{}
@@ -206,8 +206,8 @@ func TestConcurrencyRefusals(t *testing.T) {
 	if next.count() != 0 {
 		t.Fatalf("handler ran %d times", next.count())
 	}
-	if rec := get(mustNewConcurrency(t, failing, WithKeyFunc(headerKey), WithFailurePolicy(FailOpen))(next), "/", "c"); rec.Code != http.StatusOK || rec.Header().Get("Ratelimit") != "" {
-		t.Fatalf("FailOpen: %d, RateLimit %q", rec.Code, rec.Header().Get("Ratelimit"))
+	if rec := get(mustNewConcurrency(t, failing, WithKeyFunc(headerKey), WithErrorPolicy(PassOnError))(next), "/", "c"); rec.Code != http.StatusOK || rec.Header().Get("Ratelimit") != "" {
+		t.Fatalf("PassOnError: %d, RateLimit %q", rec.Code, rec.Header().Get("Ratelimit"))
 	}
 }
 

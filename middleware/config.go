@@ -24,7 +24,7 @@ type config struct {
 	cost             func(*http.Request) int
 	limiterFunc      func(*http.Request, string) algorithms.Limiter
 	timeout          time.Duration
-	policy           FailurePolicy
+	policy           ErrorPolicy
 	fallback         algorithms.Limiter
 	breakFor         time.Duration
 	routeScope       bool
@@ -66,7 +66,7 @@ type config struct {
 	costTooLarge     problem
 	logGate          logGate
 	logSecret        [32]byte         // keys the key hashes in logs
-	breaker          *breaker.Breaker // nil when WithBreaker(0)
+	breaker          *breaker.Breaker // nil when WithBreakFor(0)
 	mainPolicies     *policySet       // how New's limiter's limits appear in responses
 	fallbackPolicies *policySet       // and the fallback's
 	policyCache      sync.Map         // algorithms.Limiter -> *policySet, for WithLimiterFunc's limiters
@@ -109,7 +109,7 @@ func (c *config) prepare() error {
 		return fmt.Errorf("timeout %s is not positive", c.timeout)
 	case c.breakFor < 0:
 		return fmt.Errorf("breaker time %s is negative", c.breakFor)
-	case c.policy != FailOpen && c.policy != FailClosed:
+	case c.policy != PassOnError && c.policy != RefuseOnError:
 		return fmt.Errorf("unknown failure policy %d", c.policy)
 	case c.resetMode != ResetEpoch && c.resetMode != ResetDelta:
 		return fmt.Errorf("unknown reset mode %d", c.resetMode)
@@ -200,7 +200,7 @@ func (c *config) apply(opts []Option) error {
 func newConfig() *config {
 	return &config{
 		timeout:          DefaultTimeout,
-		policy:           FailClosed,
+		policy:           RefuseOnError,
 		breakFor:         DefaultBreakFor,
 		routeScope:       true,
 		unavailableRetry: time.Second,
@@ -208,7 +208,7 @@ func newConfig() *config {
 		ietf:             true,
 		policyName:       DefaultPolicyName,
 		now:              time.Now,
-		maxWaiting:       DefaultMaxWaiting,
+		maxWaiting:       DefaultMaxDelayed,
 
 		countCredentialFailures: true,
 	}

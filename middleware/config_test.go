@@ -43,8 +43,8 @@ func TestMisconfiguration(t *testing.T) {
 		{"nil option", lim, []Option{WithTimeout(time.Second), nil}, "is nil"},
 		{"zero timeout", lim, []Option{WithTimeout(0)}, "timeout"},
 		{"negative timeout", lim, []Option{WithTimeout(-time.Second)}, "timeout"},
-		{"negative breaker time", lim, []Option{WithBreaker(-time.Second)}, "breaker"},
-		{"unknown failure policy", lim, []Option{WithFailurePolicy(7)}, "failure policy"},
+		{"negative breaker time", lim, []Option{WithBreakFor(-time.Second)}, "breaker"},
+		{"unknown failure policy", lim, []Option{WithErrorPolicy(7)}, "failure policy"},
 		{"unknown reset mode", lim, []Option{WithResetMode(9)}, "reset mode"},
 		{"empty policy name", lim, []Option{WithPolicyName("")}, "policy name"},
 		{"non-ASCII policy name", lim, []Option{WithPolicyName("Minüte")}, "policy name"},
@@ -93,7 +93,7 @@ func TestConcurrencyMisconfiguration(t *testing.T) {
 		{"charge if", lim, []Option{WithChargeIf(func(int) bool { return true })}, "WithChargeIf"},
 		{"cost after", lim, []Option{WithCostAfter()}, "WithCostAfter"},
 		{"zero timeout", lim, []Option{WithTimeout(0)}, "timeout"},
-		{"unknown failure policy", lim, []Option{WithFailurePolicy(7)}, "failure policy"},
+		{"unknown failure policy", lim, []Option{WithErrorPolicy(7)}, "failure policy"},
 		{"bad policy name", lim, []Option{WithPolicyName("a\nb")}, "policy name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 )
 
-// DefaultMaxWaiting bounds the requests that one middleware holds while
-// they wait out a WithDelay, unless WithMaxWaiting says otherwise.
-const DefaultMaxWaiting = 1000
+// DefaultMaxDelayed bounds the requests that one middleware holds while
+// they wait out a WithDelay, unless WithMaxDelayed says otherwise.
+const DefaultMaxDelayed = 1000
 
 // WithDelay shapes traffic instead of refusing it: a request that the limit
 // would admit within max is admitted now, its slot taken at once in the
@@ -35,19 +35,19 @@ func WithDelay(max time.Duration) Option {
 	return func(c *config) { c.delay, c.delaySet = max, true }
 }
 
-// WithMaxWaiting bounds the requests this middleware holds waiting out a
-// WithDelay at once (default DefaultMaxWaiting): beyond it, a request is
+// WithMaxDelayed bounds the requests this middleware holds waiting out a
+// WithDelay at once (default DefaultMaxDelayed): beyond it, a request is
 // decided without delay, so it passes at once or gets 429 with Retry-After
 // as without WithDelay. A bound below 1 is refused by New.
-func WithMaxWaiting(n int) Option {
+func WithMaxDelayed(n int) Option {
 	return func(c *config) { c.maxWaiting = n }
 }
 
-// checkDelay checks WithDelay and WithMaxWaiting against the limiters.
+// checkDelay checks WithDelay and WithMaxDelayed against the limiters.
 func (c *config) checkDelay() error {
 	switch {
 	case c.maxWaiting < 1:
-		return fmt.Errorf("WithMaxWaiting(%d): the bound must be at least 1", c.maxWaiting)
+		return fmt.Errorf("WithMaxDelayed(%d): the bound must be at least 1", c.maxWaiting)
 	case !c.delaySet:
 		return nil
 	case c.delay <= 0 || c.delay > algorithms.MaxDelay:

@@ -181,12 +181,12 @@ func TestDelayDeadline(t *testing.T) {
 	}
 }
 
-// Beyond WithMaxWaiting, a request is decided without delay: 429 at once,
+// Beyond WithMaxDelayed, a request is decided without delay: 429 at once,
 // consuming nothing.
 func TestDelayMaxWaiting(t *testing.T) {
 	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
 	l := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.LeakyBucket, algorithms.PerSecond(5).WithBurst(1))
-	d := newDelayed(t, l, WithDelay(2*time.Second), WithMaxWaiting(2))
+	d := newDelayed(t, l, WithDelay(2*time.Second), WithMaxDelayed(2))
 	if rec := get(d.h, "/", "c"); rec.Code != http.StatusOK {
 		t.Fatal(rec.Code)
 	}
@@ -232,7 +232,7 @@ func TestDelayRefusedAtConstruction(t *testing.T) {
 		{"zero", bucket, []Option{WithDelay(0)}, "WithDelay(0s)"},
 		{"negative", bucket, []Option{WithDelay(-time.Second)}, "WithDelay(-1s)"},
 		{"absurd", bucket, []Option{WithDelay(algorithms.MaxDelay + 1)}, "WithDelay("},
-		{"no room to wait", bucket, []Option{WithDelay(time.Second), WithMaxWaiting(0)}, "WithMaxWaiting(0)"},
+		{"no room to wait", bucket, []Option{WithDelay(time.Second), WithMaxDelayed(0)}, "WithMaxDelayed(0)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -240,7 +240,7 @@ func TestDelayRefusedAtConstruction(t *testing.T) {
 			checkRefused(t, mw, err, tt.want)
 		})
 	}
-	if _, err := New(bucket, WithDelay(time.Second), WithMaxWaiting(1)); err != nil {
+	if _, err := New(bucket, WithDelay(time.Second), WithMaxDelayed(1)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -66,7 +66,7 @@
 //	                        empty or too long, or the request's cost is below 1
 //	413 Content Too Large   the request's cost exceeds the whole quota, so it
 //	                        could never pass
-//	503 Service Unavailable the limiter returned an error under FailClosed,
+//	503 Service Unavailable the limiter returned an error under RefuseOnError,
 //	                        or its store failed closed; Retry-After 1
 //	                        (WithUnavailableRetryAfter)
 //
@@ -82,9 +82,9 @@
 //
 // A limiter that returns an error (one of your own, say) is handled here:
 // the optional fallback limiter (WithFallback) decides instead; when there
-// is none, or it fails too, the failure policy applies: FailClosed (the
-// default) answers 503, FailOpen passes the request on without rate-limit
-// headers, with no limit at all. A breaker (WithBreaker) stops asking a
+// is none, or it fails too, the error policy applies: RefuseOnError (the
+// default) answers 503, PassOnError passes the request on without rate-limit
+// headers, with no limit at all. A breaker (WithBreakFor) stops asking a
 // limiter that keeps failing, so an outage does not cost every request the
 // whole timeout. Failures are logged with log/slog, at most once a second
 // per middleware, with a short keyed hash of the key instead of the key.

@@ -169,7 +169,7 @@ func Example_redis() {
 	limit, err := middleware.New(shared,
 		middleware.WithTimeout(50*time.Millisecond),
 		middleware.WithFallback(local),
-		middleware.WithFailurePolicy(middleware.FailClosed), // if the fallback fails too
+		middleware.WithErrorPolicy(middleware.RefuseOnError), // if the fallback fails too
 	)
 	if err != nil {
 		log.Fatal(err)

@@ -73,9 +73,9 @@ func TestLimiterFailure(t *testing.T) {
 		passed     bool
 	}{
 		{"fail closed by default", nil, http.StatusServiceUnavailable, "1", false},
-		{"fail open", []Option{WithFailurePolicy(FailOpen)}, http.StatusOK, "", true},
-		{"fail closed", []Option{WithFailurePolicy(FailClosed)}, http.StatusServiceUnavailable, "1", false},
-		{"fail closed, longer Retry-After", []Option{WithFailurePolicy(FailClosed), WithUnavailableRetryAfter(2500 * time.Millisecond)},
+		{"fail open", []Option{WithErrorPolicy(PassOnError)}, http.StatusOK, "", true},
+		{"fail closed", []Option{WithErrorPolicy(RefuseOnError)}, http.StatusServiceUnavailable, "1", false},
+		{"fail closed, longer Retry-After", []Option{WithErrorPolicy(RefuseOnError), WithUnavailableRetryAfter(2500 * time.Millisecond)},
 			http.StatusServiceUnavailable, "3", false},
 	}
 	for _, tt := range tests {
@@ -120,12 +120,12 @@ func TestLimiterFailure(t *testing.T) {
 
 func TestSlowLimiter(t *testing.T) {
 	const timeout = 50 * time.Millisecond
-	for _, policy := range []FailurePolicy{FailOpen, FailClosed} {
+	for _, policy := range []ErrorPolicy{PassOnError, RefuseOnError} {
 		t.Run(fmt.Sprint(policy), func(t *testing.T) {
 			lim := &blockingLimiter{}
 			logger, _ := newLogger()
 			next := &okHandler{}
-			h := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(timeout), WithFailurePolicy(policy), WithLogger(logger))(next)
+			h := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(timeout), WithErrorPolicy(policy), WithLogger(logger))(next)
 
 			start := time.Now()
 			rec := get(h, "/", "c")
@@ -138,11 +138,11 @@ func TestSlowLimiter(t *testing.T) {
 				t.Errorf("limiter saw deadline %v in %s, want within %s", lim.hadDeadline, lim.deadlineIn, timeout)
 			}
 			switch policy {
-			case FailOpen:
+			case PassOnError:
 				if rec.Code != http.StatusOK || next.count() != 1 {
 					t.Errorf("fail open: status %d, passes %d", rec.Code, next.count())
 				}
-			case FailClosed:
+			case RefuseOnError:
 				checkProblem(t, rec, http.StatusServiceUnavailable)
 				if next.count() != 0 {
 					t.Error("fail closed let the request pass")
@@ -155,10 +155,10 @@ func TestSlowLimiter(t *testing.T) {
 func TestClientGone(t *testing.T) {
 	// A client that hangs up mid-decision gets no answer and no log record:
 	// the failure is not the limiter's.
-	for _, policy := range []FailurePolicy{FailOpen, FailClosed} {
+	for _, policy := range []ErrorPolicy{PassOnError, RefuseOnError} {
 		logger, logs := newLogger()
 		next := &okHandler{}
-		h := mustNew(t, &blockingLimiter{}, WithKeyFunc(headerKey), WithFailurePolicy(policy), WithLogger(logger))(next)
+		h := mustNew(t, &blockingLimiter{}, WithKeyFunc(headerKey), WithErrorPolicy(policy), WithLogger(logger))(next)
 		ctx, cancel := context.WithCancel(context.Background())
 		r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
 		r.Header.Set("X-Client", "c")
@@ -177,7 +177,7 @@ func TestFallback(t *testing.T) {
 	broken := stubLimiter{err: errors.New("connection refused")}
 	next := &okHandler{}
 	h := mustNew(t, broken, WithKeyFunc(headerKey), WithFallback(newCounter(clock, 2, time.Minute)),
-		WithFailurePolicy(FailClosed), WithLogger(logger), withClock(clock.Now))(next)
+		WithErrorPolicy(RefuseOnError), WithLogger(logger), withClock(clock.Now))(next)
 	var codes []int
 	for range 3 {
 		codes = append(codes, get(h, "/", "c").Code)
@@ -193,7 +193,7 @@ func TestFallback(t *testing.T) {
 	}
 
 	// A failing fallback leaves the failure policy to decide.
-	both := mustNew(t, broken, WithKeyFunc(headerKey), WithFallback(broken), WithFailurePolicy(FailClosed),
+	both := mustNew(t, broken, WithKeyFunc(headerKey), WithFallback(broken), WithErrorPolicy(RefuseOnError),
 		WithLogger(logger))(next)
 	checkProblem(t, get(both, "/", "c"), http.StatusServiceUnavailable)
 

@@ -173,13 +173,13 @@ func (r *specReader) option() Option {
 	case 4:
 		return WithTimeout(r.duration())
 	case 5:
-		return WithFailurePolicy(FailurePolicy(int8(r.byte())))
+		return WithErrorPolicy(ErrorPolicy(int8(r.byte())))
 	case 6:
 		return WithFallback(r.limiter())
 	case 7:
 		return WithRouteScope(r.byte()%2 == 0)
 	case 8:
-		return WithBreaker(r.duration())
+		return WithBreakFor(r.duration())
 	case 9:
 		return WithCountCredentialFailures(r.byte()%2 == 0)
 	case 10:
@@ -233,7 +233,7 @@ func (r *specReader) option() Option {
 	case 22:
 		return WithDelay(r.duration())
 	case 23:
-		return WithMaxWaiting(int(r.int64()))
+		return WithMaxDelayed(int(r.int64()))
 	}
 	return WithCost(func(*http.Request) int { return 1 })
 }

@@ -119,7 +119,7 @@ func FuzzLimiterResult(f *testing.F) {
 		opts := []Option{WithKeyFunc(headerKey), WithPolicyName(name),
 			WithLegacyHeaders(flags&1 == 0), WithIETFHeaders(flags&2 == 0), WithResetMode(ResetMode(flags >> 2 & 1))}
 		if flags&8 != 0 {
-			opts = append(opts, WithFailurePolicy(FailOpen))
+			opts = append(opts, WithErrorPolicy(PassOnError))
 		}
 		logger, _ := newLogger()
 		mw, nerr := New(resultLimiter{res, err}, append(opts, WithLogger(logger))...)

@@ -13,9 +13,9 @@ import (
 // Configuration that no request could be served with is refused here,
 // with an error wrapping ErrInvalidOption: a nil limiter or fallback, a
 // nil option, a timeout that is not positive, a negative breaker time, an
-// invalid policy name, an unknown FailurePolicy or ResetMode,
+// invalid policy name, an unknown ErrorPolicy or ResetMode,
 // WithSkip(nil), WithChargeIf(nil), a nil clock, a nil pointer as the
-// Observer, a WithDelay or WithMaxWaiting out of range or a limiter that
+// Observer, a WithDelay or WithMaxDelayed out of range or a limiter that
 // cannot delay or settle as the options ask. The middleware panics when
 // it wraps a nil handler, as http.ServeMux.Handle does.
 func New(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {

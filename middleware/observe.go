@@ -20,7 +20,8 @@ const (
 	// of WithShadow.
 	OutcomeShadowDenied = "shadow_denied"
 	// OutcomeFailOpen: nothing could decide, and it passed uncounted (the
-	// store's FailOpen, or the middleware's for a limiter's error).
+	// store's redisstore.FailOpen, or the middleware's PassOnError for a
+	// limiter's error).
 	OutcomeFailOpen = "fail_open"
 	// OutcomeFailClosed: nothing could decide, and it got 503.
 	OutcomeFailClosed = "fail_closed"
@@ -60,7 +61,7 @@ type Decision struct {
 	Outcome string
 	// Store is "memory" or "redis" for limiters made by algorithms.New,
 	// "custom" for others, "" when no limiter was asked (a key error, or
-	// the breaker open: see WithBreaker).
+	// the breaker open: see WithBreakFor).
 	Store string
 	// Duration is how long the limiter took to decide, 0 when no limiter
 	// was asked.
@@ -95,7 +96,7 @@ func WithClock(now func() time.Time) Option {
 
 // storeName is Decision.Store for l, a Limiter or a ConcurrencyLimiter.
 func storeName(l any) string {
-	if n, ok := l.(interface{ StoreName() string }); ok {
+	if n, ok := l.(algorithms.StoreNamer); ok {
 		return n.StoreName()
 	}
 	return "custom"

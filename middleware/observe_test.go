@@ -140,18 +140,18 @@ func TestObserver(t *testing.T) {
 // decisions add samples to the duration histogram.
 func TestObserverBreakerAsksNoLimiter(t *testing.T) {
 	for _, tc := range []struct {
-		policy FailurePolicy
+		policy ErrorPolicy
 		want   string
 	}{
-		{FailClosed, OutcomeFailClosed},
-		{FailOpen, OutcomeFailOpen},
+		{RefuseOnError, OutcomeFailClosed},
+		{PassOnError, OutcomeFailOpen},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			clock := algorithms.NewManualClock(epoch)
 			flaky := &flakyLimiter{down: true}
 			obs := &recordingObserver{}
 			logger, _ := newLogger()
-			h := mustNew(t, flaky, WithObserver(obs), WithFailurePolicy(tc.policy), WithLogger(logger),
+			h := mustNew(t, flaky, WithObserver(obs), WithErrorPolicy(tc.policy), WithLogger(logger),
 				WithClock(clock.Now), WithKeyFunc(headerKey))(&okHandler{})
 			for range 8 {
 				get(h, "/", "c")

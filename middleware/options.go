@@ -14,37 +14,37 @@ import (
 const DefaultTimeout = 100 * time.Millisecond
 
 // DefaultBreakFor is how long the middleware stops asking a limiter that
-// keeps failing, unless WithBreaker says otherwise.
+// keeps failing, unless WithBreakFor says otherwise.
 const DefaultBreakFor = time.Second
 
 // DefaultPolicyName names the policy in the RateLimit fields and in the 429
 // body unless WithPolicyName says otherwise.
 const DefaultPolicyName = "default"
 
-// FailurePolicy decides what happens to a request when the limiter returns
+// ErrorPolicy decides what happens to a request when the limiter returns
 // an error. Limiters made by algorithms.New on a Redis store do not return
 // one when Redis fails: their store's redisstore.FailureMode decides.
-type FailurePolicy int
+type ErrorPolicy int
 
 const (
-	// FailOpen passes the request on, without rate-limit headers: while the
+	// PassOnError passes the request on, without rate-limit headers: while the
 	// limiter fails there is no limit at all. Choose it only where a failed
 	// limiter must never refuse a request.
-	FailOpen FailurePolicy = iota
-	// FailClosed, the default, answers 503 Service Unavailable with
+	PassOnError ErrorPolicy = iota
+	// RefuseOnError, the default, answers 503 Service Unavailable with
 	// Retry-After: nothing passes that was not counted.
-	FailClosed
+	RefuseOnError
 )
 
-// String returns "FailOpen" or "FailClosed".
-func (p FailurePolicy) String() string {
+// String returns "PassOnError" or "RefuseOnError".
+func (p ErrorPolicy) String() string {
 	switch p {
-	case FailOpen:
-		return "FailOpen"
-	case FailClosed:
-		return "FailClosed"
+	case PassOnError:
+		return "PassOnError"
+	case RefuseOnError:
+		return "RefuseOnError"
 	}
-	return "FailurePolicy(" + strconv.Itoa(int(p)) + ")"
+	return "ErrorPolicy(" + strconv.Itoa(int(p)) + ")"
 }
 
 // ResetMode chooses the format of X-RateLimit-Reset.
@@ -96,9 +96,9 @@ func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout, c.timeoutSet = d, true }
 }
 
-// WithFailurePolicy sets what happens when the limiter (and the fallback, if
-// any) returns an error: FailClosed, the default, or FailOpen.
-func WithFailurePolicy(p FailurePolicy) Option {
+// WithErrorPolicy sets what happens when the limiter (and the fallback, if
+// any) returns an error: RefuseOnError, the default, or PassOnError.
+func WithErrorPolicy(p ErrorPolicy) Option {
 	return func(c *config) { c.policy = p }
 }
 
@@ -122,7 +122,7 @@ func WithRouteScope(on bool) Option {
 	return func(c *config) { c.routeScope = on }
 }
 
-// WithBreaker sets how long the middleware stops asking a limiter that
+// WithBreakFor sets how long the middleware stops asking a limiter that
 // keeps returning errors (default DefaultBreakFor; 0 turns the breaker off).
 // It opens on evidence, not on one error: five failures in a row, or half
 // of at least twenty decisions within a second. While it is open requests
@@ -130,7 +130,7 @@ func WithRouteScope(on bool) Option {
 // probes the limiter: its success closes the breaker, its failure opens it
 // again. Refusals of a key or cost, and requests whose client went away,
 // are not failures. A negative time is refused by New.
-func WithBreaker(breakFor time.Duration) Option {
+func WithBreakFor(breakFor time.Duration) Option {
 	return func(c *config) { c.breakFor = breakFor }
 }
 
@@ -153,7 +153,7 @@ func WithCredentialFailureKey(kf keyfunc.KeyFunc) Option {
 }
 
 // WithUnavailableRetryAfter sets the Retry-After sent with the 503 of
-// FailClosed, rounded up to whole seconds and at least 1; the default is
+// RefuseOnError, rounded up to whole seconds and at least 1; the default is
 // one second.
 func WithUnavailableRetryAfter(d time.Duration) Option {
 	return func(c *config) { c.unavailableRetry = d }

@@ -287,7 +287,7 @@ func TestChargeIfLocalDecisionKeepsCharge(t *testing.T) {
 	defer client.Close()
 	lim := newLimiter(t, redisstore.New(client, redisstore.WithTimeout(200*time.Millisecond)),
 		algorithms.FixedWindow, algorithms.PerHour(3))
-	mw := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(time.Second), WithBreaker(0), WithChargeIf(failuresOnly))(&okHandler{})
+	mw := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(time.Second), WithBreakFor(0), WithChargeIf(failuresOnly))(&okHandler{})
 	codes := map[int]int{}
 	for range 5 {
 		codes[get(mw, "/", "k").Code]++

@@ -63,7 +63,7 @@ func TestProblemHeaderBytesUnderLoad(t *testing.T) {
 			stack: func(t *testing.T, h http.Handler) http.Handler {
 				lim := stubLimiter{err: fmt.Errorf("store: %w", io.ErrUnexpectedEOF)}
 				return mustNew(t, lim, apiKey, WithCountCredentialFailures(false),
-					WithFailurePolicy(FailClosed), WithBreaker(0), WithUnavailableRetryAfter(time.Second), quiet)(h)
+					WithErrorPolicy(RefuseOnError), WithBreakFor(0), WithUnavailableRetryAfter(time.Second), quiet)(h)
 			},
 			status: []int{http.StatusUnauthorized, http.StatusServiceUnavailable}},
 	} {

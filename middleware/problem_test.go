@@ -76,7 +76,7 @@ func TestProblemHeaderBytes(t *testing.T) {
 			want: with(http.Header{"Retry-After": {"1"}})},
 		{name: "limiter down, failing closed", requests: 2, status: http.StatusServiceUnavailable,
 			limiter: stubLimiter{err: fmt.Errorf("store: %w", io.ErrUnexpectedEOF)},
-			opts:    []Option{WithFailurePolicy(FailClosed), WithBreaker(0), quiet},
+			opts:    []Option{WithErrorPolicy(RefuseOnError), WithBreakFor(0), quiet},
 			want:    with(http.Header{"Retry-After": {"1"}})},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
