@@ -54,11 +54,13 @@ test:
 # build tag scale): 40,000 and 160,000 identities through a frozen Redis,
 # three stores on separate clients, 65,536 identities of one client; and
 # the full runs of the differential tests of the scripts, of which make
-# test takes half the steps (stepsOf). With -race, as every test.
+# test takes half the steps (stepsOf), and of every fault under every
+# algorithm across instances (internal/faults). With -race, as every test.
 SCALE_RUN := ^TestScale|^TestDifferential|^TestBatchScriptMatchesDriver$$|^TestAttack3OneScriptMatchesDriver$$
 test-scale:
 	bash .ci/install-redis.sh
 	$(GO) test -race -tags scale -count=1 -p 1 -timeout 40m -run '$(SCALE_RUN)' ./redisstore/
+	$(GO) test -race -tags scale -count=1 -p 1 -timeout 20m -run '^TestChargesAcrossInstances$$' ./internal/faults/
 
 # Builds, vets and tests with GO_OLDEST, so that nothing newer slips in
 # (a language or library feature, or a dependency whose go.mod asks for

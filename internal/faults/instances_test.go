@@ -21,7 +21,9 @@ import (
 // twin admits is charged to Redis, and it starts from what Redis last said
 // (the requests before the fault went through every instance): at most the
 // limit plus one per instance is admitted over the hour, plus what a
-// restarted server forgot. For every algorithm.
+// restarted server forgot. For every algorithm (make test: each
+// algorithm under the faults that follow traffic, every fault under the
+// fixed window; make test-scale: all of them).
 func TestChargesAcrossInstances(t *testing.T) {
 	const rate, instances = 100, 3
 	pause := func(t *testing.T, _ *redistest.Server, admin *redis.Client) {
@@ -55,6 +57,9 @@ func TestChargesAcrossInstances(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowLog,
 		algorithms.SlidingWindowCounter, algorithms.TokenBucket, algorithms.LeakyBucket} {
 		for _, f := range faults {
+			if !fullMatrix() && alg != algorithms.FixedWindow && f.before == 0 {
+				continue // every fault under one algorithm; the others under those after traffic
+			}
 			t.Run(string(alg)+"/"+f.name, func(t *testing.T) {
 				srv := redistest.StartServer(t)
 				admin := newClient(t, clientKinds[1], srv.Addr)
