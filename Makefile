@@ -54,7 +54,7 @@ test:
 # build tag scale): 40,000 and 160,000 identities through a frozen Redis,
 # three stores on separate clients, 65,536 identities of one client; and
 # the full runs of the differential tests of the scripts, of which make
-# test takes half the steps (stepsOf), and of every fault under every
+# test takes a quarter of the steps (stepsOf), and of every fault under every
 # algorithm across instances (internal/faults). With -race, as every test.
 SCALE_RUN := ^TestScale|^TestDifferential|^TestBatchScriptMatchesDriver$$|^TestAttack3OneScriptMatchesDriver$$
 test-scale:

@@ -3,5 +3,5 @@
 package redisstore
 
 // stepsOf is how many steps a long differential test takes in make test:
-// half of its full run, which make test-scale takes (steps_scale_test.go).
-func stepsOf(full int) int { return full / 2 }
+// a quarter of its full run, which make test-scale takes (steps_scale_test.go).
+func stepsOf(full int) int { return full / 4 }
