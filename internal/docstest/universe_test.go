@@ -15,10 +15,6 @@ import (
 	"testing"
 )
 
-// modulePath is the main module's path: packages under it are the ones
-// whose doc comments are checked, and whose names qualify references.
-const modulePath = "github.com/redlimit/redlimit"
-
 // universe is what the checks resolve names against: the compiler's
 // export data of the module's packages and of the packages the
 // documentation imports, read through one importer.
