@@ -2,8 +2,9 @@
 #
 #   make test                 install redis-server, redis-sentinel, wrk and promtool if possible, then run all tests with -race
 #                             (the gRPC module's, grpclimit, too), then make test-oldest
-#   make test-scale           the fault path's bounds at scale: tens of thousands of identities, three stores
-#                             (a few minutes; .ci/run runs it after make test)
+#   make test-scale           the fault path's bounds at scale (tens of thousands of identities, three stores)
+#                             and the full runs of the long differential and fault tests
+#                             (about 15 minutes; .ci/run runs it after make test)
 #   make test-oldest [PKG_OLDEST=./...]  vet everything and test a fast subset with the oldest supported Go
 #   make bench [BENCH=re] [COUNT=n] [PKG=./algorithms/...]
 #   make lint                 gofmt, go vet, staticcheck
