@@ -295,11 +295,7 @@ func (l *redisLimiter) local(key string, cost int) (algorithms.Result, error) {
 // saturated fleet within L + n (TestScaleSaturation).
 func (l *redisLimiter) localSaturated(key string, cost int) (algorithms.Result, error) {
 	return l.guard.batcher.decideAndCharge(l, key, cost, callDoubt{}, func() (algorithms.Result, error) {
-		if !l.guard.batcher.gatedLocked(queueKey{l, key}, l.guard.clock()) {
-			l.startFromRedis(key)
-		}
-		l.capTwin(key, forgottenAllowance)
-		return l.twinOnly(key, cost)
+		return l.decideUnowedLocked(key, cost) // charged all the same: decideAndCharge owes what it admits
 	})
 }
 

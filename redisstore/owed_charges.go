@@ -238,10 +238,11 @@ func (b *batcher) admitLocally(l *redisLimiter, key string, cost int, decide fun
 }
 
 // decideUnowedLocked is the twin's decision of a request for a key the
-// charge table has no room for: from at most forgottenAllowance units
-// (per window of the twin), owing Redis nothing. However many keys fill
-// the table, every other key's first request so passes, and a key's local
-// admissions stay within the limit's bound L + n (see the invariant
+// charge table has no room for, owing Redis nothing, and of one this
+// process had no room to send (localSaturated): from at most
+// forgottenAllowance units (per window of the twin). However many keys
+// fill the table, every other key's first request so passes, and a key's
+// local admissions stay within the limit's bound L + n (see the invariant
 // above). b.mu is held.
 func (l *redisLimiter) decideUnowedLocked(key string, cost int) (algorithms.Result, error) {
 	if !l.guard.batcher.gatedLocked(queueKey{l, key}, l.guard.clock()) {
