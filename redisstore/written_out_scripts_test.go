@@ -314,9 +314,8 @@ func TestWrittenOutOneScriptsOutOfMemory(t *testing.T) {
 	}
 }
 
-// goneSoon reports whether a state read as sw had expired by then (or
-// between the TYPE and the read of its value).
-func goneSoon(sw string) bool { return sw == "none" || sw == "string " }
+// goneSoon reports whether a state read as sw had expired by then.
+func goneSoon(sw string) bool { return sw == "none" }
 
 // resetWithin reports whether an admission's reply says its state is
 // whole again, and so expires, within d: a state written with a lifetime
