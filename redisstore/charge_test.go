@@ -36,8 +36,9 @@ func chargeRetry(alg algorithms.Algorithm, debt bool) [2]time.Duration {
 // Cluster.
 func TestChargeTakesWhatIsLeft(t *testing.T) {
 	ctx := context.Background()
+	stores := testStores(t) // one set for every algorithm: the keys differ
 	for _, alg := range algorithms.Algorithms {
-		for _, store := range testStores(t) {
+		for _, store := range stores {
 			for _, tc := range []struct {
 				name     string
 				before   int // admitted before the charge
@@ -95,8 +96,9 @@ func TestChargeTakesWhatIsLeft(t *testing.T) {
 func TestChargeSeveralLimits(t *testing.T) {
 	ctx := context.Background()
 	short, long := algorithms.PerMinute(10), algorithms.PerHour(30)
+	stores := testStores(t) // one set for every algorithm: the keys differ
 	for _, alg := range algorithms.Algorithms {
-		for _, store := range testStores(t) {
+		for _, store := range stores {
 			t.Run(string(alg)+"/"+store.name, func(t *testing.T) {
 				both, err := algorithms.New(store.store, alg, short, long)
 				if err != nil {
