@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,14 +20,15 @@ import (
 // guess.
 //
 // Invariant: while Redis answers, owed keys are sent in back-to-back
-// pipelines of settleChunk keys each (after asking Redis about the
-// doubts of grouped calls: see call_groups.go), without pausing between them, so a
-// table of maxOwedKeys keys settles at Redis's speed (tens of
-// thousands of keys a second); while Redis cannot answer, the settler
-// tries every chargeRetryMin, backing off to chargeRetryMax. Before each
-// pipeline it renews its store's entry in the debtors set, and once it
-// owes nothing it drops it; every round it learns whether another store
-// owes (debtors.others). An entry lapses debtorTTL after its last renewal,
+// rounds of up to settleStreams pipelines of settleChunk keys each, sent
+// at once (beside them, Redis is asked about the doubts of grouped calls:
+// see call_groups.go), without pausing between rounds, so a table of
+// maxOwedKeys keys settles at Redis's speed (tens of thousands of keys a
+// second); while Redis cannot answer, the settler tries every
+// chargeRetryMin, backing off to chargeRetryMax. Every round it renews its
+// store's entry in the debtors set (the first listing before the round's
+// charges, a renewal beside them), and once it owes nothing it drops it;
+// every round it learns whether another store owes (debtors.others). An entry lapses debtorTTL after its last renewal,
 // so a store that died owing holds no gate for longer.
 //
 // It runs while any key owes or is gated, one goroutine a store, and ends
@@ -40,8 +43,20 @@ const (
 	chargeRetryMax = 250 * time.Millisecond
 )
 
-// settleChunk is how many keys' charges one pipeline carries.
-const settleChunk = 512
+// settleChunk is how many keys' charges one pipeline carries, and
+// settleStreams how many such pipelines the settler sends at once: Redis
+// serves its connections in turn, a slice of each one's pipeline a
+// round, so a few in flight settle at Redis's speed beside the requests'
+// traffic, which goes on meanwhile.
+const (
+	settleChunk   = 512
+	settleStreams = 4
+)
+
+// gateSweepEvery is how often, at most, the settler looks over every gate
+// for those whose grace has passed while it has charges to send: a
+// request's key checks its own gate whenever it comes.
+const gateSweepEvery = chargeRetryMin
 
 // debtorTTL is how long a store's entry in the debtors set lives unless
 // renewed.
@@ -67,44 +82,70 @@ func (b *batcher) startRetrierLocked() {
 }
 
 // retryCharges is the settler's loop: it sends the owed charges of keys no
-// flush serves, a chunk at a time, until none is owed and no key is gated.
-// A key whose line is scheduled is left to its flush, which sends the
-// charge ahead of the key's requests.
+// flush serves, up to settleStreams chunks at a time, until none is owed
+// and no key is gated. A key whose line is scheduled is left to its
+// flush, which sends the charge ahead of the key's requests.
 func (b *batcher) retryCharges() {
 	wait := chargeRetryMin
+	var swept time.Time
 	for {
 		if wait > 0 {
 			time.Sleep(wait)
 		}
 		b.mu.Lock()
-		if len(b.gates) > 0 {
+		if len(b.gates) > 0 && (wait > 0 || time.Since(swept) >= gateSweepEvery) {
 			b.sweepGatesLocked(b.clock())
+			swept = time.Now()
 		}
 		if b.closed || len(b.owed) == 0 && len(b.gates) == 0 && !b.debtors.listed() {
 			b.retrying = false
 			b.mu.Unlock()
 			return
 		}
-		asks := b.takeGroupDoubtsLocked(settleChunk)
-		taken := b.takeIdleChargesLocked(settleChunk)
+		asks := b.takeGroupDoubtsLocked(settleStreams * settleChunk)
+		taken := b.takeIdleChargesLocked(settleStreams * settleChunk)
 		owes := len(b.owed) > 0
 		b.mu.Unlock()
-		answered := b.debtors.tell(owes)
-		if len(asks) > 0 {
-			answered = b.resolveGroups(asks) && answered
-		}
-		if len(taken) > 0 {
-			answered = b.sendCharges(taken) && answered
-		}
+		answered := b.settleRound(owes, asks, taken)
 		switch {
 		case !answered:
 			wait = min(2*max(wait, chargeRetryMin/2), chargeRetryMax)
 		case len(asks) > 0 || len(taken) > 0:
-			wait = 0 // more may be owed: the next chunk at once
+			wait = 0 // more may be owed: the next round at once
 		default:
 			wait = chargeRetryMin
 		}
 	}
+}
+
+// settleRound tells the debtors set whether this store owes, asks Redis
+// about asks' doubts and sends taken's charges, a pipeline per
+// settleChunk keys, all at once; it reports whether Redis answered every
+// call. The first listing as a debtor goes before the charges, so that no
+// other store misses this one's debts; a renewal goes beside them.
+func (b *batcher) settleRound(owes bool, asks []groupAsk, taken []chargeTaken) bool {
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	do := func(f func() bool) {
+		wg.Go(func() {
+			if !f() {
+				failed.Store(true)
+			}
+		})
+	}
+	if owes && !b.debtors.listed() {
+		failed.Store(!b.debtors.tell(owes))
+	} else {
+		do(func() bool { return b.debtors.tell(owes) })
+	}
+	for part := range slices.Chunk(asks, settleChunk) {
+		do(func() bool { return b.resolveGroups(part) })
+	}
+	for part := range slices.Chunk(taken, settleChunk) {
+		do(func() bool { return b.sendCharges(part) })
+	}
+	wg.Wait()
+	return !failed.Load()
 }
 
 // takeIdleChargesLocked takes the owed charges of up to most keys that no
