@@ -83,7 +83,7 @@ func TestStoreObserver(t *testing.T) {
 	// Enough calls in flight that each request below is a call of its own
 	// (its key's), however long the refused dials take: the breaker counts
 	// calls, the observer keys.
-	st := New(c, WithObserver(obs), WithPrefix("obs"), WithLogger(quietLogger()), WithMaxInFlight(8))
+	st := must(New(c, WithObserver(obs), WithPrefix("obs"), WithLogger(quietLogger()), WithMaxInFlight(8)))
 	l, err := algorithms.New(st, algorithms.FixedWindow, algorithms.PerMinute(5))
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestStoppedRedisCountsAsConnection(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 			defer c.Close()
 			obs := &storeEvents{errors: map[ErrorKind]int{}}
-			store := New(c, WithObserver(obs), WithLogger(quietLogger()), WithMaxInFlight(8))
+			store := must(New(c, WithObserver(obs), WithLogger(quietLogger()), WithMaxInFlight(8)))
 			l, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(5))
 			if err != nil {
 				t.Fatal(err)

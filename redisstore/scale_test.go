@@ -34,7 +34,7 @@ func scaleStoresAt(t *testing.T, addr string, n int, alg algorithms.Algorithm, l
 	for range n {
 		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 16})
 		t.Cleanup(func() { _ = c.Close() })
-		s := New(c, append([]Option{WithInstances(n), WithLogger(quietLogger())}, opts...)...)
+		s := must(New(c, append([]Option{WithInstances(n), WithLogger(quietLogger())}, opts...)...))
 		t.Cleanup(func() { _ = s.Close() })
 		l, err := algorithms.New(s, alg, limits...)
 		if err != nil {
