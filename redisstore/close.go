@@ -31,10 +31,10 @@ var ErrUnsent = errors.New("redisstore: owed to Redis and not sent")
 // line of concurrency leases, the denial cache's subscription and its
 // PINGs, the eviction watch, and the goroutines of single calls (an
 // Acquire's, a Peek's, Reset's, Reserve's, Charge's or Refund's, the
-// breaker's probe). A call cut short on a client that does not honour a
-// context's cancellation (ContextTimeoutEnabled unset) ends at its own
-// deadline: the store's call timeout (ten times WithTimeout, at least a
-// second), or the eviction watch's read timeout (five seconds).
+// breaker's probe). A call cut short ends at once on a client that
+// honours a context's deadline (ContextTimeoutEnabled); on one that does
+// not, go-redis ends it at the client's ReadTimeout or WriteTimeout, and a
+// call Close itself sends may end that long after ctx.
 //
 // Once they have all returned, Close itself sends the charges owed
 // (asking Redis first about those whose call may have counted them, so
@@ -128,12 +128,14 @@ func (b *batcher) settleAll(ctx context.Context, attempt time.Duration) int {
 		if !owes && !b.debtors.listed() || ctx.Err() != nil {
 			break // what was taken is still in owed: counted below
 		}
+		// A call that ignores ctx (the client does not honour deadlines)
+		// ends at the client's own timeouts: none starts once ctx ended.
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		answered := b.debtors.tell(actx, owes)
-		if len(asks) > 0 {
+		if len(asks) > 0 && ctx.Err() == nil {
 			answered = b.resolveGroupsIn(actx, asks) && answered
 		}
-		if len(taken) > 0 {
+		if len(taken) > 0 && ctx.Err() == nil {
 			answered = b.sendChargesIn(actx, taken) && answered
 		}
 		cancel()

@@ -56,17 +56,6 @@ func (o *storeEvents) StoreError(k ErrorKind) {
 	o.errors[k]++
 }
 
-// total is the number of failed calls reported, of every kind.
-func (o *storeEvents) total() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, c := range o.errors {
-		n += c
-	}
-	return n
-}
-
 func (o *storeEvents) BreakerChanged(store string, open bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
