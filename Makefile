@@ -66,9 +66,12 @@ test-scale:
 # Builds, vets and tests with GO_OLDEST, so that nothing newer slips in
 # (a language or library feature, or a dependency whose go.mod asks for
 # more). The bench and plots modules, which make test does not run, are
-# vetted too, and so is the gRPC module (grpclimit), which make test tests.
+# vetted too, and so is the gRPC module (grpclimit), which make test tests,
+# and so are the test files behind build tags (scale, attack).
 test-oldest:
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
+	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet -tags scale ./redisstore/ ./internal/faults/
+	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet -tags attack ./redisstore/
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -count=1 -short -p 1 $(PKG_OLDEST)
 	cd bench && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
 	cd docs/plots && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...

@@ -14,7 +14,11 @@ import (
 // two slots.
 func ExampleNewConcurrency() {
 	ctx := context.Background()
-	limiter, err := algorithms.NewConcurrency(memstore.New(), 2, 30*time.Second)
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := algorithms.NewConcurrency(store, 2, 30*time.Second)
 	if err != nil {
 		panic(err)
 	}

@@ -12,7 +12,10 @@ import (
 // A limiter in process memory, with a clock the example moves by hand.
 func ExampleNew() {
 	now := time.Unix(1_800_000_000, 0)
-	store := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	store, err := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
 	limiter, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerSecond(2))
 	if err != nil {
 		panic(err)
@@ -33,7 +36,10 @@ func ExampleNew() {
 
 // Several limits decided together: a request passes only when both allow it.
 func ExampleNew_severalLimits() {
-	store := memstore.New()
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
 	limiter, err := algorithms.New(store, algorithms.SlidingWindowLog,
 		algorithms.PerSecond(10), algorithms.PerHour(1000))
 	if err != nil {
@@ -47,7 +53,10 @@ func ExampleNew_severalLimits() {
 // An operator looks at a client's state without spending its quota, then
 // clears it.
 func ExampleRateLimiter_peekAndReset() {
-	store := memstore.New()
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
 	limiter, err := algorithms.New(store, algorithms.SlidingWindowCounter, algorithms.PerMinute(3))
 	if err != nil {
 		panic(err)
@@ -71,7 +80,11 @@ func ExampleRateLimiter_peekAndReset() {
 // Charging by outcome: reserve before the work, give back what it did not
 // use after it. The age is the time since the reservation was decided.
 func ExampleRateLimiter_refund() {
-	limiter, err := algorithms.New(memstore.New(), algorithms.TokenBucket, algorithms.PerHour(10))
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := algorithms.New(store, algorithms.TokenBucket, algorithms.PerHour(10))
 	if err != nil {
 		panic(err)
 	}
@@ -94,7 +107,11 @@ func ExampleRateLimiter_refund() {
 // Charging a cost known only after the work: an export of 1000 rows
 // against 10 per hour takes all that is left, so the next request waits.
 func ExampleRateLimiter_charge() {
-	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerHour(10))
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerHour(10))
 	if err != nil {
 		panic(err)
 	}

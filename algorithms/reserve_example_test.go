@@ -13,7 +13,10 @@ import (
 // that can pass within 300ms. The caller waits Delay before going on.
 func ExampleRateLimiter_reserve() {
 	now := time.Unix(1_800_000_000, 0)
-	store := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	store, err := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
 	limiter, err := algorithms.New(store, algorithms.LeakyBucket, algorithms.PerSecond(10).WithBurst(1))
 	if err != nil {
 		panic(err)

@@ -114,7 +114,7 @@ func mustBuild(t *testing.T, c *Config, opts ...Option) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = rt.Close() })
+	t.Cleanup(func() { _ = rt.Close(closeCtx()) })
 	return rt
 }
 
@@ -236,7 +236,7 @@ func TestBuildErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rt, err := c.Build(append([]Option{WithLogger(logger)}, tt.opts...)...)
 			if err == nil {
-				rt.Close()
+				rt.Close(closeCtx())
 				t.Fatal("built")
 			}
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
@@ -343,7 +343,7 @@ func TestBuildConfigInCode(t *testing.T) {
 		case tt.ok && err != nil:
 			t.Errorf("IPv6Prefix %d: %v", tt.bits, err)
 		case tt.ok:
-			rt.Close()
+			rt.Close(closeCtx())
 		case !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want):
 			t.Errorf("IPv6Prefix %d: error %v, want %q", tt.bits, err, want)
 		}

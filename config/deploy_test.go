@@ -174,7 +174,7 @@ func TestServeWithRedisClient(t *testing.T) {
 	if got := codes(h1, 1, "GET", "/items", "192.0.2.1:1"); !equal(got, ints(429)) {
 		t.Fatalf("after a reload: %v, want the count kept", got)
 	}
-	if err := rt.Close(); err != nil {
+	if err := rt.Close(closeCtx()); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
@@ -186,11 +186,11 @@ func TestServeWithRedisClient(t *testing.T) {
 // WithStore: two configurations on one application store share its
 // counts, and Close leaves it working.
 func TestServeWithStore(t *testing.T) {
-	store := memstore.New()
+	store := must(memstore.New())
 	rt, h1 := mount(t, served, buildOpts(quiet(), WithStore(store))...)
 	_, h2 := mount(t, served, buildOpts(quiet(), WithStore(store))...)
 	sharesLimits(t, h1, h2)
-	if err := rt.Close(); err != nil {
+	if err := rt.Close(closeCtx()); err != nil {
 		t.Fatal(err)
 	}
 	lim, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(1))

@@ -1,10 +1,12 @@
 package config_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
@@ -42,7 +44,14 @@ routes:
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer rt.Close()
+	defer func() {
+		// At shutdown: a Redis store sends what it owes until the deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := rt.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	r := chi.NewRouter()
@@ -120,7 +129,7 @@ routes:
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer rt.Close()
+	defer rt.Close(closeCtx())
 	mux := http.NewServeMux()
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	if err := rt.MountMux(mux, map[string]http.Handler{"POST /login": ok}); err != nil {
@@ -145,7 +154,10 @@ routes:
 
 // The application's store, shared with its own limiters.
 func Example_applicationStore() {
-	store := memstore.New()
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	cfg, err := config.Parse([]byte(`
 policies:
   api: {algorithm: token_bucket, limits: [{rate: 10, period: 1s, burst: 20}], key: ip}
@@ -159,7 +171,7 @@ routes:
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer rt.Close() // leaves the store open
+	defer rt.Close(context.Background()) // leaves the store open: nothing to wait for
 	fmt.Println(rt.Store())
 	// Output:
 	// the application's store

@@ -38,6 +38,6 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		_ = rt.Close()
+		_ = rt.Close(closeCtx())
 	})
 }

@@ -117,7 +117,7 @@ func TestMountMuxRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer rt.Close()
+			defer rt.Close(closeCtx())
 			mux := http.NewServeMux()
 			if tt.own != "" {
 				mux.Handle(tt.own, http.NotFoundHandler())

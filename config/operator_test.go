@@ -149,7 +149,7 @@ func TestOperatorOptions(t *testing.T) {
 			t.Errorf("after the reload: %s", got)
 		}
 	}
-	rt.Close()
+	rt.Close(closeCtx())
 	if _, err := rt.Operator(); err == nil {
 		t.Error("a closed runtime made an operator handler")
 	}

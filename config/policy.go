@@ -169,17 +169,24 @@ func (d *decoder) limitList(parent, n *yaml.Node, path string, alg algorithms.Al
 		return nil
 	}
 	// What New refuses beyond single limits: two that alg treats as one.
-	if _, err := algorithms.New(memstore.New(), alg, limits...); err != nil {
+	if _, err := algorithms.New(scratchStore(), alg, limits...); err != nil {
 		d.fail(n, path, "%s", strings.TrimPrefix(err.Error(), algorithms.ErrInvalidLimit.Error()+": "))
 		return nil
 	}
 	return limits
 }
 
+// scratchStore is a memory store to check limits with: New refuses only
+// invalid options, and it is given none.
+func scratchStore() algorithms.Store {
+	st, _ := memstore.New()
+	return st
+}
+
 // checkCost refuses a cost that exceeds a limit's whole quota: no request
 // could ever pass.
 func (d *decoder) checkCost(n *yaml.Node, path string, cost int, alg algorithms.Algorithm, limits []algorithms.Limit) {
-	lim, err := algorithms.New(memstore.New(), alg, limits...)
+	lim, err := algorithms.New(scratchStore(), alg, limits...)
 	if err != nil {
 		return // reported with the limits
 	}

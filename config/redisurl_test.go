@@ -80,7 +80,7 @@ func TestRedisURLNeverRepeated(t *testing.T) {
 			c := mustParse(t, withEnv)
 			rt, err := c.Build(WithLogger(quiet()))
 			if err == nil {
-				rt.Close()
+				rt.Close(closeCtx())
 			}
 			checkErr("Build", err, "served.yaml: redis.url_env ("+env+"): not a valid Redis URL")
 

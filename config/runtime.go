@@ -64,7 +64,7 @@ func (c *Config) Build(opts ...Option) (*Runtime, error) {
 	}
 	g, err := build(c, store, o)
 	if err != nil {
-		store.close()
+		store.closeNow()
 		return nil, err
 	}
 	rt := &Runtime{opts: o}
@@ -117,15 +117,21 @@ func (rt *Runtime) Reload(c *Config) error {
 	}
 	if err != nil {
 		if fresh {
-			store.close()
+			store.closeNow()
 		}
 		return err
 	}
 	g.handlers = wrap(g, rt.mounted)
 	rt.cur.Store(g)
 	if fresh {
-		retired := old.store
-		time.AfterFunc(RetireAfter, retired.close)
+		retired, logger := old.store, rt.opts.logger
+		time.AfterFunc(RetireAfter, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+			defer cancel()
+			if err := retired.close(ctx); err != nil {
+				logger.LogAttrs(ctx, slog.LevelWarn, "redlimit: the store a reload retired did not close cleanly", slog.Any("error", err))
+			}
+		})
 	}
 	return nil
 }
@@ -183,16 +189,19 @@ func (rt *Runtime) Config() *Config { return rt.cur.Load().cfg }
 // application's store".
 func (rt *Runtime) Store() string { return rt.cur.Load().store.desc }
 
-// Close closes the store in force: the Redis client this package made for
-// it, not one the application gave (WithRedisClient, WithStore). Requests
-// served afterwards are decided by the store's failure mode.
-func (rt *Runtime) Close() error {
+// Close closes the store in force, unless the application gave it
+// (WithStore): a Redis store stops its background work and sends Redis
+// what it owes until ctx ends (see redisstore.Store.Close, whose error it
+// returns), and then the Redis client this package made for it is closed,
+// not one the application gave (WithRedisClient). Requests served
+// afterwards are decided by the store's failure mode. Give ctx a deadline,
+// such as the rest of the application's shutdown.
+func (rt *Runtime) Close(ctx context.Context) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.closed {
 		return errors.New("config: runtime closed twice")
 	}
 	rt.closed = true
-	rt.cur.Load().store.close()
-	return nil
+	return rt.cur.Load().store.close(ctx)
 }

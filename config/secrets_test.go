@@ -56,7 +56,7 @@ func TestBuildSecretsErrorsAtTheirLines(t *testing.T) {
 			}
 			rt, err := c.Build(WithLogger(quiet()))
 			if err == nil {
-				rt.Close()
+				rt.Close(closeCtx())
 				t.Fatal("built, want errors")
 			}
 			if !errors.Is(err, ErrInvalid) {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -157,8 +158,8 @@ func newStore(c *Config, s storeSettings, o *options) (*openStore, error) {
 		if s.maxKeys > 0 {
 			opts = append(opts, memstore.WithMaxKeys(s.maxKeys))
 		}
-		st := memstore.New(append(opts, o.memOpts...)...)
-		if err := probeStore(st); err != nil {
+		st, err := memstore.New(append(opts, o.memOpts...)...)
+		if err != nil {
 			return nil, fmt.Errorf("%w: %s: memory: %w", ErrInvalid, c.Name, err)
 		}
 		return &openStore{settings: s, store: st, desc: "memory (this process only)"}, nil
@@ -170,12 +171,14 @@ func newStore(c *Config, s storeSettings, o *options) (*openStore, error) {
 			return nil, err
 		}
 	}
-	st := redisstore.New(open.client, append(redisStoreOptions(s, o), o.redisOpts...)...)
-	open.store = st
-	if err := probeStore(st); err != nil {
-		open.close()
+	st, err := redisstore.New(open.client, append(redisStoreOptions(s, o), o.redisOpts...)...)
+	if err != nil {
+		if s.kind != storeClient {
+			_ = open.client.Close() // made here: nothing else holds it
+		}
 		return nil, fmt.Errorf("%w: %s: redis: %w", ErrInvalid, c.Name, err)
 	}
+	open.store = st
 	if s.kind == storeClient {
 		open.client = nil // the application's to close
 	}
@@ -206,24 +209,40 @@ func redisStoreOptions(s storeSettings, o *options) []redisstore.Option {
 	return opts
 }
 
-// probeStore reports the store's option errors, which algorithms.New
-// returns.
+// probeStore reports whether the application's store can make a limiter
+// (a store not made by its New cannot).
 func probeStore(st algorithms.Store) error {
 	_, err := algorithms.New(st, algorithms.FixedWindow, algorithms.PerSecond(1))
 	return err
 }
 
-// close ends what this package started for the store: the Redis store's
-// background work and the client it made. The application's client and
-// store are left open.
-func (s *openStore) close() {
+// close ends what this package started for the store, and returns the
+// store's Close error: the Redis store's background work, sending what it
+// owes Redis until ctx ends (see redisstore.Store.Close), and then the
+// client this package made. The application's client and store are left
+// open.
+func (s *openStore) close(ctx context.Context) error {
 	if s.settings.kind == storeApp {
-		return
+		return nil
 	}
+	var err error
 	if rs, ok := s.store.(*redisstore.Store); ok {
-		_ = rs.Close()
+		err = rs.Close(ctx)
 	}
 	if s.client != nil {
 		_ = s.client.Close()
 	}
+	return err
 }
+
+// closeNow closes a store that served no request (its configuration was
+// refused): it owes Redis nothing, so a short wait is enough.
+func (s *openStore) closeNow() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = s.close(ctx)
+}
+
+// closeTimeout bounds how long closing a store that a reload retires (or
+// that a refused configuration made) sends Redis what it owes.
+const closeTimeout = 5 * time.Second

@@ -35,13 +35,13 @@ func TestBuildStoreErrors(t *testing.T) {
 			"t.yaml:2: redis.addr: the application gives the Redis client (config.WithRedisClient)"},
 		{"a client in code and TLS in the file", "redis:\n  tls: {ca_file: ca.pem}\n", []Option{WithRedisClient(client)},
 			"t.yaml:2: redis.tls: the application gives the Redis client"},
-		{"a store in code and Redis in the file", "redis:\n  prefix: app\n", []Option{WithStore(memstore.New())},
+		{"a store in code and Redis in the file", "redis:\n  prefix: app\n", []Option{WithStore(must(memstore.New()))},
 			"t.yaml:2: redis: the application gives the store (config.WithStore)"},
-		{"a store in code and memory in the file", "memory: {max_keys: 2048}\n", []Option{WithStore(memstore.New())},
+		{"a store in code and memory in the file", "memory: {max_keys: 2048}\n", []Option{WithStore(must(memstore.New()))},
 			"t.yaml: memory: the application gives the store (config.WithStore)"},
-		{"a store and a client", "", []Option{WithStore(memstore.New()), WithRedisClient(client)},
+		{"a store and a client", "", []Option{WithStore(must(memstore.New())), WithRedisClient(client)},
 			"WithStore and WithRedisClient: give one"},
-		{"a store and store options", "", []Option{WithStore(memstore.New()), WithMemoryStoreOptions(memstore.WithMaxKeys(4096))},
+		{"a store and store options", "", []Option{WithStore(must(memstore.New())), WithMemoryStoreOptions(memstore.WithMaxKeys(4096))},
 			"store options with WithStore"},
 		{"nil client", "", []Option{WithRedisClient(nil)}, "WithRedisClient: nil client"},
 		{"nil store", "", []Option{WithStore(nil)}, "WithStore: nil store"},
@@ -57,7 +57,7 @@ func TestBuildStoreErrors(t *testing.T) {
 			}
 			rt, err := c.Build(append([]Option{WithLogger(quiet())}, tt.opts...)...)
 			if err == nil {
-				rt.Close()
+				rt.Close(closeCtx())
 				t.Fatalf("built, want an error with %q", tt.want)
 			}
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
@@ -92,7 +92,7 @@ func TestBuildStoreDescribed(t *testing.T) {
 		{"cluster over TLS", "redis:\n  cluster: {addrs: [\"127.0.0.1:1\"]}\n  tls:\n", nil, "Redis Cluster via 127.0.0.1:1 over TLS"},
 		{"the application's client", "redis:\n  prefix: app\n", []Option{WithRedisClient(client)}, "Redis through the application's client"},
 		{"the application's client, no redis section", "", []Option{WithRedisClient(client)}, "Redis through the application's client"},
-		{"the application's store", "", []Option{WithStore(memstore.New())}, "the application's store"},
+		{"the application's store", "", []Option{WithStore(must(memstore.New()))}, "the application's store"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestBuildStoreDescribed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer rt.Close()
+			defer rt.Close(closeCtx())
 			if got := rt.Store(); got != tt.want {
 				t.Errorf("Store() %q, want %q", got, tt.want)
 			}

@@ -113,13 +113,13 @@ func exported(t *testing.T) series {
 // a Redis store's limiter gives itself (asking it would dial Redis).
 func storeNames(t *testing.T) []string {
 	t.Helper()
-	mem, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(1))
+	mem, err := algorithms.New(must(memstore.New()), algorithms.FixedWindow, algorithms.PerMinute(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
-	red, err := algorithms.New(redisstore.New(rdb), algorithms.FixedWindow, algorithms.PerMinute(1))
+	red, err := algorithms.New(must(redisstore.New(rdb)), algorithms.FixedWindow, algorithms.PerMinute(1))
 	if err != nil {
 		t.Fatal(err)
 	}

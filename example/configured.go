@@ -48,25 +48,30 @@ func newConfiguredAPI(cfg options, logger *slog.Logger, m *metrics.Metrics, reg 
 	r := chi.NewRouter()
 	// The file has no concurrency limits: this one is set in code, in
 	// this instance's memory (a reload may replace the file's store).
-	exports, err := algorithms.NewConcurrency(memstore.New(), exportsInFlight, time.Minute)
+	local, err := memstore.New()
 	if err != nil {
-		rt.Close()
+		closeWithin(logger, rt.Close)
+		return nil, err
+	}
+	exports, err := algorithms.NewConcurrency(local, exportsInFlight, time.Minute)
+	if err != nil {
+		closeWithin(logger, rt.Close)
 		return nil, err
 	}
 	hs, err := handlers(exports, logger)
 	if err != nil {
-		rt.Close()
+		closeWithin(logger, rt.Close)
 		return nil, err
 	}
 	if err := rt.Mount(r, hs); err != nil {
-		rt.Close()
+		closeWithin(logger, rt.Close)
 		return nil, err
 	}
 	// The operator handler serves the policies in force: a reload's, once
 	// it is swapped in.
 	newOps := func() (http.Handler, error) { return rt.Operator(operator.WithLogger(logger)) }
 	if err := mountOperator(r, cfg.opsToken, newOps); err != nil {
-		rt.Close()
+		closeWithin(logger, rt.Close)
 		return nil, err
 	}
 	// The list follows reloads.

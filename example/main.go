@@ -147,7 +147,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer rt.Close()
+		defer closeWithin(logger, rt.Close)
 		handler, describe = rt.handler, rt.Store()+", policies from "+cfg.config
 		stopReloads := reloadOnSIGHUP(rt.Runtime, cfg.config)
 		defer stopReloads()
@@ -156,7 +156,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer closeStore()
+		defer closeWithin(logger, closeStore)
 		if handler, err = newAPI(store, cfg, logger, m, reg); err != nil {
 			return err
 		}
@@ -188,11 +188,27 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
+// closeTimeout bounds how long the example, shutting down, lets its store
+// send Redis what it owes (see redisstore.Store.Close).
+const closeTimeout = 2 * time.Second
+
+// closeWithin calls closeStore at shutdown, with closeTimeout to send Redis
+// what the store owes, and logs what it could not.
+func closeWithin(logger *slog.Logger, closeStore func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if err := closeStore(ctx); err != nil {
+		logger.LogAttrs(ctx, slog.LevelWarn, "redlimit example: store closed with an error", slog.Any("error", err))
+	}
+}
+
 // openStore returns the Redis store when url is set, else the memory store,
-// with a description that names no password.
-func openStore(url string, instances int, logger *slog.Logger, obs redisstore.Observer) (algorithms.Store, string, func(), error) {
+// with a description that names no password, and the function that closes
+// it (the store, then the client) at shutdown.
+func openStore(url string, instances int, logger *slog.Logger, obs redisstore.Observer) (algorithms.Store, string, func(context.Context) error, error) {
 	if url == "" {
-		return memstore.New(), "memory (this process only)", func() {}, nil
+		store, err := memstore.New()
+		return store, "memory (this process only)", store.Close, err
 	}
 	// Not redis.ParseURL: its errors quote the URL, which may hold a password.
 	opts, err := redisurl.Parse(url)
@@ -203,10 +219,17 @@ func openStore(url string, instances int, logger *slog.Logger, obs redisstore.Ob
 	// then returns its first answer, so it counts once. (The store keeps its
 	// own deadline, whatever the client's timeouts.)
 	client := redis.NewClient(opts)
-	store := redisstore.New(client, redisstore.WithPrefix("redlimit-example"),
+	store, err := redisstore.New(client, redisstore.WithPrefix("redlimit-example"),
 		redisstore.WithInstances(instances), redisstore.WithLogger(logger), redisstore.WithObserver(obs))
-	return store,
-		fmt.Sprintf("Redis at %s db %d", opts.Addr, opts.DB), func() { client.Close() }, nil
+	if err != nil {
+		_ = client.Close()
+		return nil, "", nil, err
+	}
+	closeStore := func(ctx context.Context) error {
+		defer client.Close() // after the store
+		return store.Close(ctx)
+	}
+	return store, fmt.Sprintf("Redis at %s db %d", opts.Addr, opts.DB), closeStore, nil
 }
 
 // mintToken signs a demo token for subject with secret.

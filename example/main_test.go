@@ -44,9 +44,9 @@ func newTestAPI(t *testing.T, mode string) *httptest.Server {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { api.Close() })
+		t.Cleanup(func() { api.Close(closeCtx()) })
 		h = api.handler
-	} else if h, err = newAPI(memstore.New(), cfg, logger, m, reg); err != nil {
+	} else if h, err = newAPI(must(memstore.New()), cfg, logger, m, reg); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)

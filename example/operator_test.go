@@ -23,7 +23,7 @@ func newOpsAPI(t *testing.T, token string) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newAPI(memstore.New(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), m, reg)
+	h, err := newAPI(must(memstore.New()), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), m, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

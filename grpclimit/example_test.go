@@ -29,7 +29,11 @@ import (
 func ExampleUnaryServerInterceptor() {
 	now := time.Unix(1_800_000_000, 0) // a fixed clock, for a fixed output
 	clock := func() time.Time { return now }
-	limiter, err := algorithms.New(memstore.New(memstore.WithClock(clock)), algorithms.FixedWindow, algorithms.PerMinute(2))
+	store, err := memstore.New(memstore.WithClock(clock))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -86,7 +90,10 @@ func ExampleUnaryServerInterceptor() {
 // Limiting streams when they open, 10 a minute per verified JWT subject,
 // and then each stream's messages, 100 a minute per subject.
 func ExampleStreamServerInterceptor() {
-	store := memstore.New()
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	opens, _ := algorithms.New(store, algorithms.SlidingWindowCounter, algorithms.PerMinute(10))
 	messages, _ := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(100))
 	secret := []byte("the service's HS256 secret")
@@ -105,7 +112,11 @@ func ExampleStreamServerInterceptor() {
 // upstream's quota of 5 calls a second: on a Redis store the instances
 // share the bucket; here, in memory, one process paces itself.
 func ExampleUnaryClientInterceptor() {
-	limiter, err := algorithms.New(memstore.New(), algorithms.LeakyBucket, algorithms.PerSecond(5).WithBurst(1))
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := algorithms.New(store, algorithms.LeakyBucket, algorithms.PerSecond(5).WithBurst(1))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -143,7 +154,11 @@ func ExampleUnaryClientInterceptor() {
 // A service built on go-grpc-middleware's rate-limit interceptor, keyed by
 // the client's address behind a trusted proxy.
 func ExampleNewMiddlewareLimiter() {
-	limiter, _ := algorithms.New(memstore.New(), algorithms.SlidingWindowCounter, algorithms.PerMinute(100))
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, _ := algorithms.New(store, algorithms.SlidingWindowCounter, algorithms.PerMinute(100))
 	clientIP := keyfunc.IP(keyfunc.TrustProxies(netip.MustParsePrefix("10.0.0.0/8")))
 	l, err := grpclimit.NewMiddlewareLimiter(limiter, grpclimit.WithKeyFunc(clientIP))
 	if err != nil {

@@ -30,7 +30,7 @@ func FuzzUnaryInterceptor(f *testing.F) {
 	f.Add("x-api-key", strings.Repeat("k", 300), "192.0.2.1:1", "/"+strings.Repeat("m", 300))
 	f.Add("forwarded", `for="[2001:db8::1]:80";proto=https`, "10.1.1.1:1", "/a|b%c")
 	f.Add("x-forwarded-for", strings.Repeat("1.1.1.1,", 2000), "garbage", "")
-	limiter, err := algorithms.New(memstore.New(), algorithms.TokenBucket, algorithms.PerMinute(3))
+	limiter, err := algorithms.New(must(memstore.New()), algorithms.TokenBucket, algorithms.PerMinute(3))
 	if err != nil {
 		f.Fatal(err)
 	}

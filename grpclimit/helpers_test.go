@@ -118,7 +118,7 @@ func call(t testing.TB, c testgrpc.TestServiceClient, md ...string) (codes.Code,
 // newLimiter returns a limiter of alg and limits on a fresh memory store.
 func newLimiter(t testing.TB, alg algorithms.Algorithm, limits ...algorithms.Limit) algorithms.RateLimiter {
 	t.Helper()
-	l, err := algorithms.New(memstore.New(), alg, limits...)
+	l, err := algorithms.New(must(memstore.New()), alg, limits...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ func redisFleet(t *testing.T, addr string, n int, alg algorithms.Algorithm, limi
 	for i := range n {
 		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rc.Close() })
-		store := redisstore.New(rc, redisstore.WithInstances(n))
-		t.Cleanup(func() { _ = store.Close() })
+		store := must(redisstore.New(rc, redisstore.WithInstances(n)))
+		t.Cleanup(func() { _ = store.Close(closeCtx()) })
 		l, err := algorithms.New(store, alg, limit)
 		if err != nil {
 			t.Fatal(err)
@@ -95,8 +95,8 @@ func TestRedisAPIKeysAndStreams(t *testing.T) {
 
 	rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer rc.Close()
-	store := redisstore.New(rc, redisstore.WithPrefix("msgs"))
-	defer store.Close()
+	store := must(redisstore.New(rc, redisstore.WithPrefix("msgs")))
+	defer store.Close(closeCtx())
 	opens, _ := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(5))
 	messages, _ := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(3))
 	c := dial(t, serveLimited(t, opens, grpclimit.WithMessageLimiter(messages)))
@@ -116,8 +116,8 @@ func TestRedisClientFleet(t *testing.T) {
 	for range 3 {
 		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rc.Close() })
-		store := redisstore.New(rc, redisstore.WithInstances(3))
-		t.Cleanup(func() { _ = store.Close() })
+		store := must(redisstore.New(rc, redisstore.WithInstances(3)))
+		t.Cleanup(func() { _ = store.Close(closeCtx()) })
 		l, err := algorithms.New(store, algorithms.LeakyBucket, limit)
 		if err != nil {
 			t.Fatal(err)

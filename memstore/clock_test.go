@@ -33,7 +33,7 @@ func TestMemoryReadsClockUnderLock(t *testing.T) {
 				}
 				return start
 			}
-			store = New(WithClock(clock))
+			store = must(New(WithClock(clock)))
 			l, err := algorithms.New(store, alg, algorithms.PerMinute(10))
 			if err != nil {
 				t.Fatal(err)
@@ -68,7 +68,7 @@ func TestMemoryTimeFollowsDecisionOrder(t *testing.T) {
 		return now
 	}
 	const n = 200
-	l, err := algorithms.New(New(WithClock(clock)), algorithms.FixedWindow, algorithms.PerMinute(n))
+	l, err := algorithms.New(must(New(WithClock(clock))), algorithms.FixedWindow, algorithms.PerMinute(n))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,9 +62,6 @@ func (s *Store) NewConcurrency(limit int, lease, retryAfter time.Duration) (algo
 	if s == nil || s.shards == nil {
 		return nil, fmt.Errorf("%w: a memory store must come from New", algorithms.ErrInvalidOption)
 	}
-	if s.err != nil {
-		return nil, s.err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.conc

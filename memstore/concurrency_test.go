@@ -65,7 +65,7 @@ func mustAcquire(t testing.TB, l algorithms.ConcurrencyLimiter, key string) *alg
 // Misconfiguration is refused at construction, with the sentinel it is
 // documented to wrap; bad keys are refused by Acquire.
 func TestConcurrencyInvalid(t *testing.T) {
-	mem := New()
+	mem := must(New())
 	var nilMem *Store
 	for _, tc := range []struct {
 		name  string
@@ -85,7 +85,7 @@ func TestConcurrencyInvalid(t *testing.T) {
 		{"lease not in whole microseconds", mem, 1, time.Second + 1, nil, algorithms.ErrInvalidLimit},
 		{"nil store", nil, 1, time.Second, nil, algorithms.ErrInvalidOption},
 		{"typed nil store", nilMem, 1, time.Second, nil, algorithms.ErrInvalidOption},
-		{"store with a bad option", New(WithMaxKeys(1)), 1, time.Second, nil, algorithms.ErrInvalidOption},
+		{"zero store", &Store{}, 1, time.Second, nil, algorithms.ErrInvalidOption},
 		{"nil option", mem, 1, time.Second, []algorithms.ConcurrencyOption{nil}, algorithms.ErrInvalidOption},
 		{"retry-after 0", mem, 1, time.Second, []algorithms.ConcurrencyOption{algorithms.WithConcurrencyRetryAfter(0)}, algorithms.ErrInvalidOption},
 	} {
@@ -110,7 +110,7 @@ func TestConcurrencyInvalid(t *testing.T) {
 // The memory store's semantics, step by step on a manual clock.
 func TestMemoryConcurrency(t *testing.T) {
 	clock := algorithms.NewManualClock(start)
-	store := New(WithClock(clock.Now))
+	store := must(New(WithClock(clock.Now)))
 	l := mustConcurrency(t, store, 3, 10*time.Second)
 	ctx := context.Background()
 
@@ -176,7 +176,7 @@ func TestMemoryConcurrency(t *testing.T) {
 // another request.
 func TestMemoryConcurrencyBounded(t *testing.T) {
 	clock := algorithms.NewManualClock(start)
-	store := New(WithClock(clock.Now), WithSweepInterval(time.Second))
+	store := must(New(WithClock(clock.Now), WithSweepInterval(time.Second)))
 	l := mustConcurrency(t, store, 2, 5*time.Second).(*memoryConcurrency)
 	ctx := context.Background()
 
@@ -213,7 +213,7 @@ func TestMemoryConcurrencyBounded(t *testing.T) {
 // stands still, so no lease expires while held.
 func TestMemoryConcurrencyParallel(t *testing.T) {
 	clock := algorithms.NewManualClock(start)
-	store := New(WithClock(clock.Now))
+	store := must(New(WithClock(clock.Now)))
 	ls := make([]algorithms.ConcurrencyLimiter, 4)
 	for i := range ls {
 		ls[i] = mustConcurrency(t, store, 5, time.Minute)

@@ -20,8 +20,8 @@ func TestMemoryOneLimitPathMatchesSeveral(t *testing.T) {
 			lim := algorithms.Limit{Rate: 10, Period: time.Second, Burst: 4}
 			wide := algorithms.Limit{Rate: 10_000, Period: time.Hour}
 			clock := algorithms.NewManualClock(start)
-			one := mustNew(t, New(WithClock(clock.Now)), alg, lim).(algorithms.RateLimiter)
-			two := mustNew(t, New(WithClock(clock.Now)), alg, lim, wide).(algorithms.RateLimiter)
+			one := mustNew(t, must(New(WithClock(clock.Now))), alg, lim).(algorithms.RateLimiter)
+			two := mustNew(t, must(New(WithClock(clock.Now))), alg, lim, wide).(algorithms.RateLimiter)
 			rng := rand.New(rand.NewPCG(7, uint64(len(alg))))
 			for i := range 2000 {
 				key := []string{"a", "b", "c"}[rng.IntN(3)]
@@ -65,7 +65,7 @@ func TestMemoryAllowAllocatesNothing(t *testing.T) {
 		} {
 			t.Run(string(alg), func(t *testing.T) {
 				clock := algorithms.NewManualClock(start)
-				l := mustNew(t, New(WithClock(clock.Now)), alg, limits...)
+				l := mustNew(t, must(New(WithClock(clock.Now))), alg, limits...)
 				allow := func() {
 					clock.Advance(20 * time.Millisecond) // half the rate
 					if r, err := l.Allow(ctx, "k", 1); err != nil || !r.Allowed {
@@ -87,7 +87,7 @@ func TestMemoryAllowAllocatesNothing(t *testing.T) {
 // at New: it reads the wall time, to the µs, while the wall clock is not
 // stepped.
 func TestMemoryDefaultClockIsWallTime(t *testing.T) {
-	s := New()
+	s := must(New())
 	for range 3 {
 		before := time.Now().UnixMicro()
 		now := s.now()

@@ -23,7 +23,7 @@ func TestForgettingGivesNoFreshQuota(t *testing.T) {
 		} {
 			t.Run(fmt.Sprintf("%s/%d limits", alg, len(limits)), func(t *testing.T) {
 				clock := newTestClock() // still: no window ends, no bucket refills
-				store := New(WithMaxKeys(capacity), WithClock(clock.Now))
+				store := must(New(WithMaxKeys(capacity), WithClock(clock.Now)))
 				l := mustNew(t, store, alg, limits...)
 				ctx := context.Background()
 				passed := make([]int, identities)

@@ -77,9 +77,9 @@ func TestMemoryShardsAndDefaults(t *testing.T) {
 		{[]Option{WithMaxKeys(math.MaxInt)}, maxShards, math.MaxInt32},
 	}
 	for _, tt := range tests {
-		s := New(tt.opts...)
-		if s.err != nil || len(s.shards) != tt.shards || s.shardCap != tt.shardCap {
-			t.Errorf("%v: %d shards of %d, err %v; want %d of %d", tt.opts, len(s.shards), s.shardCap, s.err, tt.shards, tt.shardCap)
+		s, err := New(tt.opts...)
+		if err != nil || len(s.shards) != tt.shards || s.shardCap != tt.shardCap {
+			t.Fatalf("%v: %v, err %v; want %d shards of %d", tt.opts, s, err, tt.shards, tt.shardCap)
 		}
 	}
 }
@@ -89,7 +89,7 @@ func TestMemoryCapHolds(t *testing.T) {
 	const maxKeys = 4096 // 64 per shard: the bound is exact
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
-			store := New(WithMaxKeys(maxKeys))
+			store := must(New(WithMaxKeys(maxKeys)))
 			l := mustNew(t, store, alg, algorithms.PerMinute(5), algorithms.PerHour(50))
 			var wg sync.WaitGroup
 			for g := range 4 {
@@ -121,7 +121,7 @@ func TestMemoryEvictsNearestToFresh(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			clock := newTestClock()
-			store := New(WithMaxKeys(1024), WithClock(clock.Now)) // 16 per shard
+			store := must(New(WithMaxKeys(1024), WithClock(clock.Now))) // 16 per shard
 			ctx := context.Background()
 			l := mustNew(t, store, alg, algorithms.PerMinute(10))
 			short := mustNew(t, store, alg, algorithms.PerSecond(10))
@@ -186,7 +186,7 @@ func TestMemoryBytesPerEntry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.alg), func(t *testing.T) {
-			store := New()
+			store := must(New())
 			l := mustNew(t, store, tt.alg, algorithms.PerMinute(100))
 			base := heapAlloc()
 			for i := range n {
@@ -228,7 +228,7 @@ func TestMemoryReturnsMemory(t *testing.T) {
 		t.Skip("measures the heap over 200,000 keys")
 	}
 	clock := newTestClock()
-	store := New(WithClock(clock.Now))
+	store := must(New(WithClock(clock.Now)))
 	l := mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(100))
 	base := heapAlloc()
 	for i := range 200_000 {
@@ -249,7 +249,7 @@ func TestMemoryReturnsMemory(t *testing.T) {
 // 10,000 limits, each used once, leave nothing behind once they expire.
 func TestMemoryDropsEmptyLimits(t *testing.T) {
 	clock := newTestClock()
-	store := New(WithClock(clock.Now))
+	store := must(New(WithClock(clock.Now)))
 	limiters := make([]algorithms.Limiter, 10_000)
 	for i := range limiters {
 		limiters[i] = mustNew(t, store, algorithms.FixedWindow, algorithms.Limit{Rate: 10 + i, Period: time.Minute})

@@ -6,6 +6,7 @@ package memstore
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -71,30 +72,40 @@ type Store struct {
 	started  time.Time        // with its monotonic reading
 	epochNS  int64            // started in ns since the Unix epoch
 	cfg      config
-	err      error
 
 	mu    sync.Mutex
 	specs map[string]uint32 // algorithm and limit -> the id entries are filed under
 	conc  *concurrencyState // the leases of every concurrency limit, whatever its maximum (concurrency.go)
 }
 
-// New returns a store that keeps state in process memory. An invalid option
-// makes the store's NewLimiter and NewConcurrency return its error.
-func New(opts ...Option) *Store {
+// New returns a store that keeps state in process memory, or an error
+// wrapping algorithms.ErrInvalidOption for an invalid option (a nil one
+// among them). The store starts no goroutine: its housekeeping happens on
+// requests (see Store), and Close has nothing to stop.
+func New(opts ...Option) (*Store, error) {
 	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	n := minShards
 	for n < maxShards && cfg.maxKeys/n > shardTarget {
 		n *= 2
 	}
 	started := time.Now()
 	return &Store{
-		cfg: cfg, err: err, seed: maphash.MakeSeed(), specs: map[string]uint32{},
+		cfg: cfg, seed: maphash.MakeSeed(), specs: map[string]uint32{},
 		// Positions in a table are 32-bit.
 		shards: make([]memoryShard, n), shardCap: min(cfg.maxKeys/n, math.MaxInt32),
 		sweepUS: cfg.sweep.Microseconds(), clock: cfg.setClock,
 		started: started, epochNS: started.UnixNano(),
-	}
+	}, nil
 }
+
+// Close implements the stores' lifecycle (see redisstore.Store.Close): a
+// memory store runs nothing in the background, so Close has nothing to
+// stop, send or wait for, and returns nil whatever ctx; its limiters go on
+// deciding as before.
+func (s *Store) Close(ctx context.Context) error { return nil }
 
 // now is the store's time in µs since the Unix epoch: WithClock's, or by
 // default the wall time at New plus the monotonic time since, which never
@@ -124,9 +135,6 @@ func (s *Store) Len() int {
 func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) (algorithms.RateLimiter, error) {
 	if s == nil || s.shards == nil {
 		return nil, fmt.Errorf("%w: a memory store must come from New", algorithms.ErrInvalidOption)
-	}
-	if s.err != nil {
-		return nil, s.err
 	}
 	l := &memoryLimiter{store: s, alg: alg, limits: limits, policies: ratemath.PoliciesOf(alg, limits)}
 	s.mu.Lock()

@@ -24,7 +24,11 @@ func ExampleNew() {
 		panic(err)
 	}
 
-	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(2))
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		panic(err)
 	}

@@ -3,7 +3,7 @@
 // an redisstore.Observer:
 //
 //	m, err := metrics.New(prometheus.DefaultRegisterer)
-//	store := redisstore.New(client, redisstore.WithObserver(m))
+//	store, err := redisstore.New(client, redisstore.WithObserver(m))
 //	mw, err := middleware.New(limiter, middleware.WithObserver(m), middleware.WithPolicyName("search"))
 //	http.Handle("GET /metrics", promhttp.Handler())
 //

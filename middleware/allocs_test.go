@@ -39,7 +39,7 @@ func TestAllocs(t *testing.T) {
 		{"pass, many clients, observed", huge, 1000, "", []Option{WithObserver(&countingObserver{})}},
 		{"pass, route scope", huge, 1000, "GET /items/{id}", nil},
 	} {
-		lim := newLimiter(t, memstore.New(), algorithms.FixedWindow, tt.limit)
+		lim := newLimiter(t, must(memstore.New()), algorithms.FixedWindow, tt.limit)
 		h := mustNew(t, lim, tt.opts...)(trivial)
 		reqs := make([]*http.Request, tt.clients)
 		w := &headerWriter{h: http.Header{}}
@@ -84,7 +84,7 @@ func TestClockReads(t *testing.T) {
 				reads.Add(1)
 				return time.Now()
 			}
-			lim := newLimiter(t, memstore.New(), algorithms.FixedWindow, tt.limit)
+			lim := newLimiter(t, must(memstore.New()), algorithms.FixedWindow, tt.limit)
 			h := mustNew(t, lim, append(tt.opts, WithClock(clock))...)(trivial)
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
 			h.ServeHTTP(httptest.NewRecorder(), r)

@@ -24,7 +24,7 @@ func TestAttackHungRedisKeepsRequestDeadline(t *testing.T) {
 			srv := redistest.StartServer(t)
 			client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: inline})
 			t.Cleanup(func() { _ = client.Close() })
-			store := redisstore.New(client, redisstore.WithTimeout(storeTimeout), redisstore.WithDenialCache(0))
+			store := must(redisstore.New(client, redisstore.WithTimeout(storeTimeout), redisstore.WithDenialCache(0)))
 			h := mustNew(t, newLimiter(t, store, algorithms.TokenBucket, algorithms.PerMinute(100)))(&okHandler{})
 			if rec := from(h, "/", "203.0.113.7:1"); rec.Code != http.StatusOK {
 				t.Fatalf("with Redis up: %d", rec.Code)

@@ -49,12 +49,12 @@ func BenchmarkMiddlewareMemory(b *testing.B) {
 			l.Rate = min(l.Rate, algorithms.MaxSlidingLogRate)
 		}
 		b.Run(string(alg), func(b *testing.B) {
-			lim := newLimiter(b, memstore.New(), alg, l)
+			lim := newLimiter(b, must(memstore.New()), alg, l)
 			serveParallel(b, mustNew(b, lim, WithObserver(&countingObserver{}))(trivial), reqs, http.StatusNoContent)
 		})
 	}
 	b.Run("fixed_window-no-observer", func(b *testing.B) {
-		lim := newLimiter(b, memstore.New(), algorithms.FixedWindow, limit)
+		lim := newLimiter(b, must(memstore.New()), algorithms.FixedWindow, limit)
 		serveParallel(b, mustNew(b, lim)(trivial), reqs, http.StatusNoContent)
 	})
 }

@@ -78,7 +78,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		serveParallel(b, h, reqs, http.StatusNoContent)
 	})
 	b.Run("memory", func(b *testing.B) {
-		lim := newLimiter(b, memstore.New(), algorithms.FixedWindow, huge)
+		lim := newLimiter(b, must(memstore.New()), algorithms.FixedWindow, huge)
 		serveParallel(b, mustNew(b, lim)(trivial), reqs, http.StatusNoContent)
 	})
 	b.Run("httprate", func(b *testing.B) {
@@ -92,11 +92,11 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 	b.Run("memory-allow", func(b *testing.B) {
 		// The limiter alone, on the keys the middleware derives.
-		lim := newLimiter(b, memstore.New(), algorithms.FixedWindow, huge)
+		lim := newLimiter(b, must(memstore.New()), algorithms.FixedWindow, huge)
 		allowParallel(b, lim, benchKeys(b, reqs))
 	})
 	b.Run("memory-denied", func(b *testing.B) {
-		lim := newLimiter(b, memstore.New(), algorithms.FixedWindow, algorithms.PerHour(1))
+		lim := newLimiter(b, must(memstore.New()), algorithms.FixedWindow, algorithms.PerHour(1))
 		h := mustNew(b, lim)(trivial)
 		for _, r := range reqs {
 			h.ServeHTTP(httptest.NewRecorder(), r)
@@ -104,7 +104,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		serveParallel(b, h, reqs, http.StatusTooManyRequests)
 	})
 	b.Run("memory-token-bucket", func(b *testing.B) {
-		lim := newLimiter(b, memstore.New(), algorithms.TokenBucket, huge)
+		lim := newLimiter(b, must(memstore.New()), algorithms.TokenBucket, huge)
 		serveParallel(b, mustNew(b, lim)(trivial), reqs, http.StatusNoContent)
 	})
 }

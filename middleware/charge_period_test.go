@@ -32,13 +32,13 @@ func TestCostAfterAboveQuotaOnePerPeriod(t *testing.T) {
 				t.Parallel()
 				clock := algorithms.NewManualClock(periodStart)
 				advance := func(d time.Duration) { clock.Advance(d) }
-				var store algorithms.Store = memstore.New(memstore.WithClock(clock.Now))
+				var store algorithms.Store = must(memstore.New(memstore.WithClock(clock.Now)))
 				if st == "scripts" {
 					m := miniredis.RunT(t)
 					m.SetTime(periodStart)
 					c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 					t.Cleanup(func() { _ = c.Close() })
-					store = redisstore.New(c, redisstore.WithClock(clock.Now), redisstore.WithTimeout(time.Minute))
+					store = must(redisstore.New(c, redisstore.WithClock(clock.Now), redisstore.WithTimeout(time.Minute)))
 					advance = func(d time.Duration) {
 						clock.Advance(d)
 						m.SetTime(clock.Now())

@@ -59,7 +59,7 @@ type plainLimiter struct {
 func TestCostAfterAboveQuotaWithoutCharger(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
-			l, err := algorithms.New(memstore.New(), alg, algorithms.PerHour(10))
+			l, err := algorithms.New(must(memstore.New()), alg, algorithms.PerHour(10))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func (failingCharger) Charge(context.Context, string, int) (algorithms.Result, e
 
 // A charge the limiter cannot make is logged, with its error.
 func TestCostAfterChargeFailureLogged(t *testing.T) {
-	l, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerHour(10))
+	l, err := algorithms.New(must(memstore.New()), algorithms.FixedWindow, algorithms.PerHour(10))
 	if err != nil {
 		t.Fatal(err)
 	}

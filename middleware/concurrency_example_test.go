@@ -15,7 +15,10 @@ import (
 // At most one export per client at a time, behind a rate limit: a second
 // export while the first runs gets 429.
 func ExampleNewConcurrency() {
-	store := memstore.New() // or a Redis store, shared by every instance
+	store, err := memstore.New() // or a Redis store, shared by every instance
+	if err != nil {
+		log.Fatal(err)
+	}
 	perMinute, _ := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(20))
 	oneAtATime, _ := algorithms.NewConcurrency(store, 1, 5*time.Minute) // lease: longer than any export
 

@@ -24,7 +24,7 @@ import (
 func newConcurrencyLimiter(t testing.TB, limit int) algorithms.ConcurrencyLimiter {
 	t.Helper()
 	clock := algorithms.NewManualClock(epoch)
-	l, err := algorithms.NewConcurrency(memstore.New(memstore.WithClock(clock.Now)), limit, time.Minute)
+	l, err := algorithms.NewConcurrency(must(memstore.New(memstore.WithClock(clock.Now))), limit, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestRedisConcurrency(t *testing.T) {
 	for range 4 {
 		client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 		t.Cleanup(func() { _ = client.Close() })
-		l, err := algorithms.NewConcurrency(redisstore.New(client, redisstore.WithTimeout(5*time.Second)), limit, time.Minute)
+		l, err := algorithms.NewConcurrency(must(redisstore.New(client, redisstore.WithTimeout(5*time.Second))), limit, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,7 +58,7 @@ func TestCredentialGuessingIsLimited(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newFakeClock()
-			store := memstore.New(memstore.WithClock(clock.Now))
+			store := must(memstore.New(memstore.WithClock(clock.Now)))
 			lim := newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(3))
 			next := &okHandler{}
 			h := mustNew(t, lim, append([]Option{WithKeyFunc(tt.kf), withClock(clock.Now)}, tt.opts...)...)(next)

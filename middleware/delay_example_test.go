@@ -17,7 +17,11 @@ import (
 // requests held up to 500ms for their turn. Of four requests at once, the
 // first passes at once, two wait 250 and 500ms, the last gets 429.
 func ExampleWithDelay() {
-	limiter, err := algorithms.New(memstore.New(), algorithms.LeakyBucket,
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := algorithms.New(store, algorithms.LeakyBucket,
 		algorithms.PerSecond(4).WithBurst(1))
 	if err != nil {
 		log.Fatal(err)

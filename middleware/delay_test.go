@@ -73,7 +73,7 @@ func TestDelaySchedule(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.LeakyBucket, algorithms.TokenBucket} {
 		t.Run(string(alg), func(t *testing.T) {
 			clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
-			l := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), alg, algorithms.PerSecond(10).WithBurst(1))
+			l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), alg, algorithms.PerSecond(10).WithBurst(1))
 			d := newDelayed(t, l, WithDelay(500*time.Millisecond))
 			codes := d.burst(10)
 			if codes[http.StatusOK] != 6 || codes[http.StatusTooManyRequests] != 4 {
@@ -117,7 +117,7 @@ func TestRedisDelaySchedule(t *testing.T) {
 // and the quota is whole only once the reserved slots have drained.
 func TestDelayHeaders(t *testing.T) {
 	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
-	l := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.LeakyBucket, algorithms.PerSecond(10).WithBurst(1))
+	l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.LeakyBucket, algorithms.PerSecond(10).WithBurst(1))
 	d := newDelayed(t, l, WithDelay(time.Second), WithLegacyHeaders(true), WithResetMode(ResetDelta))
 	get(d.h, "/", "c")
 	rec := get(d.h, "/", "c") // waits 100ms
@@ -134,7 +134,7 @@ func TestDelayHeaders(t *testing.T) {
 // reservation waits behind it).
 func TestDelayClientGoesAway(t *testing.T) {
 	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
-	l := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.LeakyBucket, algorithms.PerSecond(1).WithBurst(1))
+	l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.LeakyBucket, algorithms.PerSecond(1).WithBurst(1))
 	d := newDelayed(t, l, WithDelay(10*time.Second))
 	if rec := get(d.h, "/", "c"); rec.Code != http.StatusOK {
 		t.Fatal(rec.Code)
@@ -167,7 +167,7 @@ func TestDelayClientGoesAway(t *testing.T) {
 // A request whose context's deadline passes while it waits gets 503.
 func TestDelayDeadline(t *testing.T) {
 	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
-	l := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.TokenBucket, algorithms.PerSecond(1).WithBurst(1))
+	l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.TokenBucket, algorithms.PerSecond(1).WithBurst(1))
 	d := newDelayed(t, l, WithDelay(10*time.Second))
 	get(d.h, "/", "c")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -185,7 +185,7 @@ func TestDelayDeadline(t *testing.T) {
 // consuming nothing.
 func TestDelayMaxWaiting(t *testing.T) {
 	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
-	l := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.LeakyBucket, algorithms.PerSecond(5).WithBurst(1))
+	l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.LeakyBucket, algorithms.PerSecond(5).WithBurst(1))
 	d := newDelayed(t, l, WithDelay(2*time.Second), WithMaxDelayed(2))
 	if rec := get(d.h, "/", "c"); rec.Code != http.StatusOK {
 		t.Fatal(rec.Code)
@@ -217,7 +217,7 @@ func TestDelayMaxWaiting(t *testing.T) {
 }
 
 func TestDelayRefusedAtConstruction(t *testing.T) {
-	mem := memstore.New()
+	mem := must(memstore.New())
 	bucket := newLimiter(t, mem, algorithms.TokenBucket, algorithms.PerSecond(10))
 	tests := []struct {
 		name string
@@ -248,7 +248,7 @@ func TestDelayRefusedAtConstruction(t *testing.T) {
 // In shadow mode nothing waits and nothing is reserved.
 func TestDelayShadow(t *testing.T) {
 	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
-	l := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.LeakyBucket, algorithms.PerSecond(1).WithBurst(1))
+	l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.LeakyBucket, algorithms.PerSecond(1).WithBurst(1))
 	d := newDelayed(t, l, WithDelay(10*time.Second), WithShadow(true))
 	began := time.Now()
 	for range 3 {

@@ -35,7 +35,11 @@ func send(h http.Handler, method, path, addr string, header ...string) {
 // The middleware on net/http's ServeMux, keyed by client IP (the default),
 // with the state in process memory.
 func Example() {
-	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(2))
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -62,7 +66,10 @@ func Example() {
 // on uploads, charged by the number of files, for a whole route group.
 // Clients are keyed by API key where they send one, else by IP.
 func Example_chi() {
-	store := memstore.New()
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	searches, err := algorithms.New(store, algorithms.SlidingWindowCounter, algorithms.PerMinute(100))
 	if err != nil {
 		log.Fatal(err)
@@ -113,7 +120,10 @@ func Example_chi() {
 // service by its hash only. Unknown keys and anonymous clients get the
 // limiter given to New.
 func ExampleWithLimiterFunc() {
-	store := memstore.New()
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	mustNew := func(l algorithms.Limit) algorithms.Limiter {
 		lim, err := algorithms.New(store, algorithms.FixedWindow, l)
 		if err != nil {
@@ -158,11 +168,19 @@ func Example_redis() {
 		Addr:                  "localhost:6379",
 		ContextTimeoutEnabled: true,
 	})
-	shared, err := algorithms.New(redisstore.New(client), algorithms.SlidingWindowCounter, algorithms.PerMinute(600))
+	redisStore, err := redisstore.New(client)
 	if err != nil {
 		log.Fatal(err)
 	}
-	local, err := algorithms.New(memstore.New(), algorithms.SlidingWindowCounter, algorithms.PerMinute(600))
+	shared, err := algorithms.New(redisStore, algorithms.SlidingWindowCounter, algorithms.PerMinute(600))
+	if err != nil {
+		log.Fatal(err)
+	}
+	memStore, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	local, err := algorithms.New(memStore, algorithms.SlidingWindowCounter, algorithms.PerMinute(600))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -184,7 +202,10 @@ func Example_redis() {
 // the /64 then refuses too. The RateLimit field lists both limits, each
 // under its policy name.
 func Example_iPv6Prefixes() {
-	store := memstore.New()
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	perClient, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		log.Fatal(err)
@@ -227,7 +248,10 @@ func Example_iPv6Prefixes() {
 // checks the 429 and its Retry-After, and waits it out in no time.
 func Example_manualClock() {
 	clock := algorithms.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := memstore.New(memstore.WithClock(clock.Now))
+	store, err := memstore.New(memstore.WithClock(clock.Now))
+	if err != nil {
+		log.Fatal(err)
+	}
 	limiter, err := algorithms.New(store, algorithms.SlidingWindowLog, algorithms.PerMinute(2))
 	if err != nil {
 		log.Fatal(err)

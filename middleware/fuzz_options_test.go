@@ -111,10 +111,10 @@ func (r *specReader) limiter() algorithms.Limiter {
 	case 1:
 		return (*counterLimiter)(nil)
 	case 2:
-		l, _ := algorithms.New(memstore.New(), algorithms.TokenBucket, algorithms.PerMinute(3))
+		l, _ := algorithms.New(must(memstore.New()), algorithms.TokenBucket, algorithms.PerMinute(3))
 		return l
 	case 3:
-		l, _ := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerSecond(2), algorithms.PerHour(5))
+		l, _ := algorithms.New(must(memstore.New()), algorithms.FixedWindow, algorithms.PerSecond(2), algorithms.PerHour(5))
 		return l
 	case 4:
 		return stubLimiter{err: errors.New(secret + ": the store failed")}

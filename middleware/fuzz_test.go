@@ -26,7 +26,7 @@ func FuzzMiddleware(f *testing.F) {
 	f.Add("[2001:db8::1%eth0]:80", "garbage,,", "key\x00with\xffbytes", "-1")
 	f.Add("", "", strings.Repeat("x", 400), "99999999999999999999")
 
-	store := memstore.New()
+	store := must(memstore.New())
 	lim, err := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(5))
 	if err != nil {
 		f.Fatal(err)

@@ -28,7 +28,7 @@ func TestLimitHeaderPrecomputed(t *testing.T) {
 		{"two limits, second binds", []algorithms.Limit{algorithms.PerSecond(10), algorithms.PerMinute(3)}, []int{3, 3, 3}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			lim := newLimiter(t, memstore.New(), algorithms.FixedWindow, tt.limits...)
+			lim := newLimiter(t, must(memstore.New()), algorithms.FixedWindow, tt.limits...)
 			var n int
 			h := mustNew(t, lim)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Add("X-RateLimit-Limit", "outer-"+strconv.Itoa(n))
@@ -191,9 +191,9 @@ func TestHeaderBytes(t *testing.T) {
 // not nil.
 func mustLimiter(t *testing.T, clock *algorithms.ManualClock, limits ...algorithms.Limit) algorithms.Limiter {
 	t.Helper()
-	store := memstore.New()
+	store := must(memstore.New())
 	if clock != nil {
-		store = memstore.New(memstore.WithClock(clock.Now))
+		store = must(memstore.New(memstore.WithClock(clock.Now)))
 	}
 	return newLimiter(t, store, algorithms.FixedWindow, limits...)
 }

@@ -67,7 +67,7 @@ func TestIdentityThroughMiddleware(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newFakeClock()
-			store := memstore.New(memstore.WithClock(clock.Now))
+			store := must(memstore.New(memstore.WithClock(clock.Now)))
 			lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.Limit{Rate: 1, Period: time.Minute})
 			h := mustNew(t, lim, WithKeyFunc(tt.kf), withClock(clock.Now))(&okHandler{})
 			if rec := from(h, "/", tt.first[0], tt.first[1:]...); rec.Code != http.StatusOK {
@@ -89,7 +89,7 @@ func TestIdentityThroughMiddleware(t *testing.T) {
 // a client in another /48 is untouched.
 func TestIPv6RotationInsideA48(t *testing.T) {
 	clock := newFakeClock()
-	store := memstore.New(memstore.WithClock(clock.Now))
+	store := must(memstore.New(memstore.WithClock(clock.Now)))
 	per64 := mustNew(t, newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(1)),
 		WithKeyFunc(keyfunc.IP(keyfunc.IPv6Prefix(64))), withClock(clock.Now))
 	per48 := mustNew(t, newLimiter(t, store, algorithms.SlidingWindowCounter, algorithms.PerMinute(100)),

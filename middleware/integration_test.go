@@ -51,7 +51,7 @@ func TestMemoryStore(t *testing.T) {
 		} {
 			t.Run(fmt.Sprintf("%s %s", alg, limit), func(t *testing.T) {
 				clock := newFakeClock()
-				store := memstore.New(memstore.WithClock(clock.Now))
+				store := must(memstore.New(memstore.WithClock(clock.Now)))
 				next := &okHandler{}
 				h := mustNew(t, newLimiter(t, store, alg, limit), withClock(clock.Now))(next)
 
@@ -140,7 +140,7 @@ func TestKeyfuncErrors(t *testing.T) {
 
 func TestTiers(t *testing.T) {
 	clock := newFakeClock()
-	store := memstore.New(memstore.WithClock(clock.Now))
+	store := must(memstore.New(memstore.WithClock(clock.Now)))
 	free := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2))
 	pro := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5))
 	anonymous := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(1))
@@ -238,7 +238,7 @@ func TestMounting(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newFakeClock()
 			// One store, two limiters: their counts are their own.
-			store := memstore.New(memstore.WithClock(clock.Now))
+			store := must(memstore.New(memstore.WithClock(clock.Now)))
 			mw2 := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2)))
 			mw3 := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(3)))
 			h := tt.build(mw2, mw3)
@@ -304,7 +304,7 @@ func TestSharedLimiterKeyedByRoute(t *testing.T) {
 		{"no route scope, keyed by route", []Option{WithRouteScope(false), WithKeyFunc(keyfunc.Join(keyfunc.Route, keyfunc.IP()))}, "map[/x:2 /y:2]"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			store := memstore.New()
+			store := must(memstore.New())
 			lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2))
 			r := chi.NewRouter()
 			r.With(mustNew(t, lim, tt.opts...)).Get("/x", ok)

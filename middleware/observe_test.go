@@ -44,7 +44,7 @@ func (o *recordingObserver) outcomes() []string {
 
 func TestShadow(t *testing.T) {
 	clock := algorithms.NewManualClock(epoch)
-	lim := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.FixedWindow, algorithms.PerMinute(2))
+	lim := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.FixedWindow, algorithms.PerMinute(2))
 	obs := &recordingObserver{}
 	logger, logs := newLogger()
 	next := &okHandler{}
@@ -97,7 +97,7 @@ func TestShadow(t *testing.T) {
 
 func TestObserver(t *testing.T) {
 	clock := algorithms.NewManualClock(epoch)
-	lim := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.TokenBucket, algorithms.PerMinute(1))
+	lim := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.TokenBucket, algorithms.PerMinute(1))
 	obs := &recordingObserver{}
 	h := mustNew(t, lim, WithObserver(obs), WithPolicyName("search"), WithClock(clock.Now))(&okHandler{})
 	from(h, "/", "192.0.2.1:1")

@@ -15,7 +15,11 @@ import (
 // client. Successful logins cost nothing, yet a burst of slow ones can
 // never run more than three at a time, since each is reserved first.
 func ExampleWithChargeIf() {
-	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerHour(3))
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerHour(3))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -46,7 +50,11 @@ func ExampleWithChargeIf() {
 // has run: one unit is reserved before, and the handler settles the cost
 // with SetCost.
 func ExampleSetCost() {
-	limiter, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerHour(100))
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerHour(100))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestChargeIfRefundReachesOtherInstances(t *testing.T) {
 	instance := func(h http.Handler) http.Handler {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { _ = c.Close() })
-		lim := newLimiter(t, redisstore.New(c, redisstore.WithTimeout(time.Second)), algorithms.FixedWindow, algorithms.PerMinute(2))
+		lim := newLimiter(t, must(redisstore.New(c, redisstore.WithTimeout(time.Second))), algorithms.FixedWindow, algorithms.PerMinute(2))
 		return mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second),
 			WithChargeIf(func(status int) bool { return status >= 500 }))(h)
 	}

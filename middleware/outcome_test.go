@@ -33,7 +33,7 @@ func outcomeStores(t *testing.T) []struct {
 	onRedis := func(c redis.UniversalClient) func(algorithms.Algorithm, ...algorithms.Limit) algorithms.Limiter {
 		return func(alg algorithms.Algorithm, limits ...algorithms.Limit) algorithms.Limiter {
 			prefix := "outcome" + strconv.FormatInt(n.Add(1), 10)
-			return newLimiter(t, redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(5*time.Second)), alg, limits...)
+			return newLimiter(t, must(redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(5*time.Second))), alg, limits...)
 		}
 	}
 	return []struct {
@@ -41,7 +41,7 @@ func outcomeStores(t *testing.T) []struct {
 		new  func(alg algorithms.Algorithm, limits ...algorithms.Limit) algorithms.Limiter
 	}{
 		{"memory", func(alg algorithms.Algorithm, limits ...algorithms.Limit) algorithms.Limiter {
-			return newLimiter(t, memstore.New(), alg, limits...)
+			return newLimiter(t, must(memstore.New()), alg, limits...)
 		}},
 		{"redis", onRedis(single)},
 		{"cluster", onRedis(cluster)},
@@ -186,7 +186,7 @@ func TestSetCostSettles(t *testing.T) {
 // whatever SetCost says; SetCost outside settling middleware, or with a
 // negative cost, does nothing and says so.
 func TestSetCostRules(t *testing.T) {
-	lim := newLimiter(t, memstore.New(), algorithms.TokenBucket, algorithms.PerHour(3))
+	lim := newLimiter(t, must(memstore.New()), algorithms.TokenBucket, algorithms.PerHour(3))
 	h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 3}
 	mw := mustNew(t, lim, WithKeyFunc(headerKey), WithCostAfter(), WithChargeIf(failuresOnly))(h)
 	for range 5 {
@@ -219,7 +219,7 @@ func TestSetCostRules(t *testing.T) {
 // A handler that panics keeps its charge; one that streams still can
 // flush through the status recorder, and its status is the one it sent.
 func TestChargeIfWriterBehaviour(t *testing.T) {
-	lim := newLimiter(t, memstore.New(), algorithms.FixedWindow, algorithms.PerHour(2))
+	lim := newLimiter(t, must(memstore.New()), algorithms.FixedWindow, algorithms.PerHour(2))
 	successes := func(status int) bool { return status < 400 }
 	panicky := mustNew(t, lim, WithKeyFunc(headerKey), WithChargeIf(failuresOnly))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic(http.ErrAbortHandler)
@@ -255,7 +255,7 @@ func TestChargeIfWriterBehaviour(t *testing.T) {
 // Settlement options that no request could be settled with are refused at
 // construction.
 func TestChargeIfMisconfigured(t *testing.T) {
-	mem := newLimiter(t, memstore.New(), algorithms.FixedWindow, algorithms.PerHour(2))
+	mem := newLimiter(t, must(memstore.New()), algorithms.FixedWindow, algorithms.PerHour(2))
 	for _, tc := range []struct {
 		name string
 		lim  algorithms.Limiter
@@ -285,7 +285,7 @@ func TestChargeIfLocalDecisionKeepsCharge(t *testing.T) {
 	ln.Close() // nothing listens there now
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer client.Close()
-	lim := newLimiter(t, redisstore.New(client, redisstore.WithTimeout(200*time.Millisecond)),
+	lim := newLimiter(t, must(redisstore.New(client, redisstore.WithTimeout(200*time.Millisecond))),
 		algorithms.FixedWindow, algorithms.PerHour(3))
 	mw := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(time.Second), WithBreakFor(0), WithChargeIf(failuresOnly))(&okHandler{})
 	codes := map[int]int{}
@@ -301,7 +301,7 @@ func TestChargeIfLocalDecisionKeepsCharge(t *testing.T) {
 // the charged responses use up the quota, so the shadow counts tell how
 // the limit would behave.
 func TestChargeIfShadow(t *testing.T) {
-	lim := newLimiter(t, memstore.New(), algorithms.FixedWindow, algorithms.PerHour(3))
+	lim := newLimiter(t, must(memstore.New()), algorithms.FixedWindow, algorithms.PerHour(3))
 	ok := mustNew(t, lim, WithKeyFunc(headerKey), WithShadow(true), WithChargeIf(failuresOnly))(&slowHandler{status: http.StatusOK})
 	for range 5 {
 		get(ok, "/", "k")

@@ -16,7 +16,7 @@ import (
 // that binds.
 func TestEveryPolicyAnnounced(t *testing.T) {
 	clock := newFakeClock()
-	store := memstore.New(memstore.WithClock(clock.Now))
+	store := must(memstore.New(memstore.WithClock(clock.Now)))
 	lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerSecond(2), algorithms.PerMinute(3))
 	h := mustNew(t, lim, WithPolicyName("search"), withClock(clock.Now))(&okHandler{})
 	const policy = `"search-1s";q=2;w=1, "search-60s";q=3;w=60`
@@ -56,7 +56,7 @@ func TestEveryPolicyAnnounced(t *testing.T) {
 // A limiter picked per request announces its own policies; one with a
 // single limit keeps the policy name.
 func TestPoliciesOfPickedLimiter(t *testing.T) {
-	store := memstore.New()
+	store := must(memstore.New())
 	free := newLimiter(t, store, algorithms.TokenBucket, algorithms.PerMinute(6).WithBurst(2))
 	pro := newLimiter(t, store, algorithms.TokenBucket, algorithms.PerSecond(10), algorithms.PerHour(1000).WithBurst(100))
 	h := mustNew(t, free, WithLimiterFunc(func(r *http.Request, _ string) algorithms.Limiter {
@@ -82,7 +82,7 @@ func TestPoliciesOfPickedLimiter(t *testing.T) {
 // An empty key is refused as a bad key, with or without a route to scope it.
 func TestEmptyKeyRefused(t *testing.T) {
 	empty := func(*http.Request) (string, error) { return "", nil }
-	lim := newLimiter(t, memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(5))
+	lim := newLimiter(t, must(memstore.New()), algorithms.FixedWindow, algorithms.PerMinute(5))
 	mux := http.NewServeMux()
 	mux.Handle("GET /a", mustNew(t, lim, WithKeyFunc(empty))(&okHandler{}))
 	bare := mustNew(t, lim, WithKeyFunc(empty))(&okHandler{})
@@ -96,7 +96,7 @@ func TestEmptyKeyRefused(t *testing.T) {
 // When the fallback decides, the headers describe the fallback's limits.
 func TestFallbackPoliciesAnnounced(t *testing.T) {
 	logger, _ := newLogger()
-	fallback := newLimiter(t, memstore.New(), algorithms.FixedWindow, algorithms.PerSecond(7), algorithms.PerHour(70))
+	fallback := newLimiter(t, must(memstore.New()), algorithms.FixedWindow, algorithms.PerSecond(7), algorithms.PerHour(70))
 	h := mustNew(t, &flakyLimiter{down: true}, WithFallback(fallback), WithLogger(logger))(&okHandler{})
 	rec := from(h, "/", "192.0.2.1:1000")
 	want := `"default-1s";q=7;w=1, "default-3600s";q=70;w=3600`

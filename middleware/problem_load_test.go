@@ -33,7 +33,7 @@ func TestProblemHeaderBytesUnderLoad(t *testing.T) {
 	apiKey := WithKeyFunc(keyfunc.APIKey("X-API-Key"))
 	rateLimit := func(t *testing.T, opts ...Option) func(http.Handler) http.Handler {
 		clock := algorithms.NewManualClock(epoch)
-		lim := newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.FixedWindow, algorithms.PerHour(quota))
+		lim := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.FixedWindow, algorithms.PerHour(quota))
 		return mustNew(t, lim, append([]Option{WithClock(clock.Now), apiKey}, opts...)...)
 	}
 	concurrency := func(t *testing.T) func(http.Handler) http.Handler {

@@ -83,7 +83,7 @@ func TestProblemHeaderBytes(t *testing.T) {
 			clock := algorithms.NewManualClock(epoch)
 			lim := tt.limiter
 			if lim == nil {
-				lim = newLimiter(t, memstore.New(memstore.WithClock(clock.Now)), algorithms.FixedWindow, algorithms.PerHour(1))
+				lim = newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.FixedWindow, algorithms.PerHour(1))
 			}
 			opts := append([]Option{WithClock(clock.Now), WithUnavailableRetryAfter(time.Second)}, tt.opts...)
 			var rec *httptest.ResponseRecorder

@@ -27,7 +27,7 @@ func redisLimiter(t testing.TB, addr string, alg algorithms.Algorithm, limits ..
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	return newLimiter(t, redisstore.New(client), alg, limits...)
+	return newLimiter(t, must(redisstore.New(client)), alg, limits...)
 }
 
 func TestRedisExactCount(t *testing.T) {
@@ -82,7 +82,7 @@ func TestRedisDown(t *testing.T) {
 			logger, logs := newLogger()
 			client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 			t.Cleanup(func() { _ = client.Close() })
-			store := redisstore.New(client, redisstore.WithFailureMode(tt.mode), redisstore.WithLogger(logger))
+			store := must(redisstore.New(client, redisstore.WithFailureMode(tt.mode), redisstore.WithLogger(logger)))
 			lim := newLimiter(t, store, algorithms.TokenBucket, algorithms.PerMinute(3))
 			h := mustNew(t, lim, WithTimeout(timeout), WithLogger(logger))(&okHandler{})
 
@@ -153,7 +153,7 @@ func TestRedisHung(t *testing.T) {
 		logger, _ := newLogger()
 		client := redis.NewClient(&redis.Options{Addr: ln.Addr().String()})
 		t.Cleanup(func() { _ = client.Close() })
-		store := redisstore.New(client, redisstore.WithFailureMode(tt.mode), redisstore.WithLogger(logger))
+		store := must(redisstore.New(client, redisstore.WithFailureMode(tt.mode), redisstore.WithLogger(logger)))
 		lim := newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(10))
 		h := mustNew(t, lim, WithTimeout(timeout), WithLogger(logger))(&okHandler{})
 		start := time.Now()
@@ -175,7 +175,7 @@ func TestRedisAPIKeyNeverStored(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	var hs []http.Handler
 	for _, alg := range algorithms.Algorithms {
-		lim := newLimiter(t, redisstore.New(client, redisstore.WithLogger(logger)), alg, algorithms.PerMinute(3))
+		lim := newLimiter(t, must(redisstore.New(client, redisstore.WithLogger(logger))), alg, algorithms.PerMinute(3))
 		hs = append(hs, mustNew(t, lim, WithKeyFunc(keyfunc.APIKey("X-API-Key")), WithLogger(logger))(&okHandler{}))
 	}
 	var responses []string

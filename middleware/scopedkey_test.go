@@ -26,8 +26,8 @@ func TestScopedKeyReset(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
 	stores := map[string]func(prefix string) algorithms.Store{
-		"memory": func(string) algorithms.Store { return memstore.New() },
-		"redis":  func(p string) algorithms.Store { return redisstore.New(client, redisstore.WithPrefix(p)) },
+		"memory": func(string) algorithms.Store { return must(memstore.New()) },
+		"redis":  func(p string) algorithms.Store { return must(redisstore.New(client, redisstore.WithPrefix(p))) },
 	}
 	long := "/" + strings.Repeat("x", 200) // hashed in the key
 	routers := []struct {

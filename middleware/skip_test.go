@@ -14,7 +14,7 @@ import (
 
 func TestSkip(t *testing.T) {
 	clock := algorithms.NewManualClock(epoch)
-	lim, err := algorithms.New(memstore.New(memstore.WithClock(clock.Now)), algorithms.FixedWindow, algorithms.PerMinute(3))
+	lim, err := algorithms.New(must(memstore.New(memstore.WithClock(clock.Now))), algorithms.FixedWindow, algorithms.PerMinute(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestSkip(t *testing.T) {
 func TestSkipBeforeKeyFunc(t *testing.T) {
 	// A health check without credentials is not refused by the key
 	// function, and shadow mode does not change what is skipped.
-	lim, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(1))
+	lim, err := algorithms.New(must(memstore.New()), algorithms.FixedWindow, algorithms.PerMinute(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestSkipBeforeKeyFunc(t *testing.T) {
 }
 
 func TestSkipNilRefused(t *testing.T) {
-	lim, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(1))
+	lim, err := algorithms.New(must(memstore.New()), algorithms.FixedWindow, algorithms.PerMinute(1))
 	if err != nil {
 		t.Fatal(err)
 	}

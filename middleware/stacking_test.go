@@ -14,7 +14,7 @@ import (
 // replacing what an outer one set, and no response's fields leak into
 // another's.
 func TestStackedLimitersListEveryPolicy(t *testing.T) {
-	store := memstore.New()
+	store := must(memstore.New())
 	inner := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(2), algorithms.PerHour(10)), WithPolicyName("client"))
 	outer := mustNew(t, newLimiter(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)), WithPolicyName("network"))
 	both := outer(inner(&okHandler{}))

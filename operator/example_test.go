@@ -16,7 +16,11 @@ import (
 // client through the operator handler, mounted under /ops/ behind a
 // check of their own.
 func Example() {
-	limiter, _ := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(1))
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	limiter, _ := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(1))
 	mw, _ := middleware.New(limiter, middleware.WithKeyFunc(keyfunc.IP()))
 	ops, _ := operator.New([]operator.Policy{
 		{Name: "me", Limiter: limiter, Routes: []string{"GET /api/me"}},

@@ -25,7 +25,7 @@ func TestFailureAnswers(t *testing.T) {
 	server := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: server.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
-	store := redisstore.New(client, redisstore.WithTimeout(time.Second))
+	store := must(redisstore.New(client, redisstore.WithTimeout(time.Second)))
 	lim, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		t.Fatal(err)

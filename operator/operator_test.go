@@ -73,9 +73,9 @@ func stores(t *testing.T) map[string]func(prefix string) algorithms.Store {
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.Cluster(t), MaxRetries: -1})
 	t.Cleanup(func() { _ = cluster.Close() })
 	return map[string]func(string) algorithms.Store{
-		"memory":  func(string) algorithms.Store { return memstore.New() },
-		"redis":   func(p string) algorithms.Store { return redisstore.New(single, redisstore.WithPrefix(p)) },
-		"cluster": func(p string) algorithms.Store { return redisstore.New(cluster, redisstore.WithPrefix(p)) },
+		"memory":  func(string) algorithms.Store { return must(memstore.New()) },
+		"redis":   func(p string) algorithms.Store { return must(redisstore.New(single, redisstore.WithPrefix(p))) },
+		"cluster": func(p string) algorithms.Store { return must(redisstore.New(cluster, redisstore.WithPrefix(p))) },
 	}
 }
 
@@ -137,7 +137,7 @@ func TestResetThroughHandler(t *testing.T) {
 }
 
 func TestListPolicies(t *testing.T) {
-	lim, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(2))
+	lim, err := algorithms.New(must(memstore.New()), algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestListPolicies(t *testing.T) {
 }
 
 func TestNewRefuses(t *testing.T) {
-	lim, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(2))
+	lim, err := algorithms.New(must(memstore.New()), algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@
 // middleware.Observer and an redisstore.Observer:
 //
 //	m, err := otelmetrics.New(otel.GetMeterProvider())
-//	store := redisstore.New(client, redisstore.WithObserver(m))
+//	store, err := redisstore.New(client, redisstore.WithObserver(m))
 //	mw, err := middleware.New(limiter, middleware.WithObserver(m), middleware.WithPolicyName("search"))
 //
 // The package uses only the OpenTelemetry metric API; the application

@@ -17,7 +17,7 @@ import (
 )
 
 func TestNewRefusesBadInput(t *testing.T) {
-	mem := memstore.New()
+	mem := must(memstore.New())
 	tests := []struct {
 		name   string
 		store  algorithms.Store
@@ -50,23 +50,10 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"limits a window treats as one", mem, algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(10), algorithms.PerSecond(10).WithBurst(20)}, algorithms.ErrInvalidLimit},
 		{"one bad limit of two", mem, algorithms.SlidingWindowLog, []algorithms.Limit{algorithms.PerSecond(1), {Rate: 0, Period: time.Second}}, algorithms.ErrInvalidLimit},
 		{"nil store", nil, algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"nil clock", memstore.New(memstore.WithClock(nil)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"prefix with a brace", New(nil, WithPrefix("a{b")), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"empty prefix", New(nil, WithPrefix("")), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"nil redis client", New(nil), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"zero sweep interval", memstore.New(memstore.WithSweepInterval(0)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"max keys zero", memstore.New(memstore.WithMaxKeys(0)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"max keys negative", memstore.New(memstore.WithMaxKeys(-1)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"max keys under 1024", memstore.New(memstore.WithMaxKeys(1023)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"nil memory store option", memstore.New(memstore.WithClock(time.Now), nil), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"nil redis store option", storeNeverUsed(t, nil), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"typed nil memory store", (*memstore.Store)(nil), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"typed nil redis store", (*Store)(nil), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"zero memory store", &memstore.Store{}, algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 		{"zero redis store", &Store{}, algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"typed nil redis client", New((*redis.Client)(nil)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"typed nil cluster client", New((*redis.ClusterClient)(nil)), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
-		{"typed nil observer", storeNeverUsed(t, WithObserver((*nilObserver)(nil))), algorithms.FixedWindow, []algorithms.Limit{algorithms.PerSecond(1)}, algorithms.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,9 +65,39 @@ func TestNewRefusesBadInput(t *testing.T) {
 	}
 }
 
+// New refuses what it cannot use (an invalid option, a nil client) with an
+// error wrapping algorithms.ErrInvalidOption, and returns no store.
+func TestNewRefusesInvalidOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		new  func() error
+	}{
+		{"nil clock", func() error { _, err := memstore.New(memstore.WithClock(nil)); return err }},
+		{"prefix with a brace", func() error { _, err := New(redisClientNeverUsed(), WithPrefix("a{b")); return err }},
+		{"empty prefix", func() error { _, err := New(redisClientNeverUsed(), WithPrefix("")); return err }},
+		{"nil redis client", func() error { _, err := New(nil); return err }},
+		{"zero sweep interval", func() error { _, err := memstore.New(memstore.WithSweepInterval(0)); return err }},
+		{"max keys zero", func() error { _, err := memstore.New(memstore.WithMaxKeys(0)); return err }},
+		{"max keys negative", func() error { _, err := memstore.New(memstore.WithMaxKeys(-1)); return err }},
+		{"max keys under 1024", func() error { _, err := memstore.New(memstore.WithMaxKeys(1023)); return err }},
+		{"nil memory store option", func() error { _, err := memstore.New(memstore.WithClock(time.Now), nil); return err }},
+		{"nil redis store option", func() error { _, err := New(redisClientNeverUsed(), nil); return err }},
+		{"typed nil redis client", func() error { _, err := New((*redis.Client)(nil)); return err }},
+		{"typed nil cluster client", func() error { _, err := New((*redis.ClusterClient)(nil)); return err }},
+		{"typed nil observer", func() error { _, err := New(redisClientNeverUsed(), WithObserver((*nilObserver)(nil))); return err }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.new(); !errors.Is(err, algorithms.ErrInvalidOption) {
+				t.Fatalf("New: %v, want an error wrapping %v", err, algorithms.ErrInvalidOption)
+			}
+		})
+	}
+}
+
 func TestAllowRefusesBadRequests(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
-		l, err := algorithms.New(memstore.New(), alg, algorithms.Limit{Rate: 5, Period: time.Second, Burst: 3}, algorithms.PerMinute(4))
+		l, err := algorithms.New(must(memstore.New()), alg, algorithms.Limit{Rate: 5, Period: time.Second, Burst: 3}, algorithms.PerMinute(4))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +156,7 @@ func TestNewAcceptsLimitsAtTheBounds(t *testing.T) {
 		{algorithms.TokenBucket, algorithms.Limit{Rate: 1, Period: time.Millisecond}},
 	}
 	for _, tt := range tests {
-		if _, err := algorithms.New(memstore.New(), tt.alg, tt.limit); err != nil {
+		if _, err := algorithms.New(must(memstore.New()), tt.alg, tt.limit); err != nil {
 			t.Errorf("algorithms.New(%s, %s): %v", tt.alg, tt.limit, err)
 		}
 	}
@@ -150,7 +167,7 @@ func TestNewAcceptsLimitsAtTheBounds(t *testing.T) {
 func TestMemoryClockAtEpoch(t *testing.T) {
 	for _, at := range []time.Time{time.Unix(0, 0), {}} {
 		for _, alg := range algorithms.Algorithms {
-			l, err := algorithms.New(memstore.New(memstore.WithClock(func() time.Time { return at })), alg, algorithms.PerMinute(2))
+			l, err := algorithms.New(must(memstore.New(memstore.WithClock(func() time.Time { return at }))), alg, algorithms.PerMinute(2))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +195,7 @@ func TestMemoryReclaimsQuietKeys(t *testing.T) {
 		var mu sync.Mutex
 		now := start
 		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-		store := memstore.New(memstore.WithClock(clock), memstore.WithSweepInterval(time.Second))
+		store := must(memstore.New(memstore.WithClock(clock), memstore.WithSweepInterval(time.Second)))
 		l, err := algorithms.New(store, alg, algorithms.PerSecond(2), algorithms.PerMinute(10))
 		if err != nil {
 			t.Fatal(err)
@@ -208,7 +225,7 @@ func TestMemoryReclaimsQuietKeys(t *testing.T) {
 // Many goroutines on one key of the memory store: exactly the limit passes.
 func TestMemoryExactUnderConcurrency(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
-		l, err := algorithms.New(memstore.New(), alg, algorithms.PerHour(100))
+		l, err := algorithms.New(must(memstore.New()), alg, algorithms.PerHour(100))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +270,7 @@ func TestLimitHelpers(t *testing.T) {
 
 func TestPolicies(t *testing.T) {
 	limits := []algorithms.Limit{algorithms.PerSecond(10), {Rate: 1000, Period: time.Hour, Burst: 50}}
-	for _, store := range []algorithms.Store{memstore.New(), storeNeverUsed(t)} {
+	for _, store := range []algorithms.Store{must(memstore.New()), storeNeverUsed(t)} {
 		for _, tt := range []struct {
 			alg  algorithms.Algorithm
 			want []algorithms.Policy
@@ -282,9 +299,9 @@ func redisClientNeverUsed() *redis.Client {
 // up to the timeout for a read that cannot succeed.
 func storeNeverUsed(t testing.TB, opts ...Option) *Store {
 	c := redisClientNeverUsed()
-	s := New(c, append(opts, WithEvictionAllowed())...)
+	s := must(New(c, append(opts, WithEvictionAllowed())...))
 	t.Cleanup(func() {
-		_ = s.Close()
+		_ = s.Close(closeCtx())
 		_ = c.Close()
 	})
 	return s

@@ -38,8 +38,8 @@ func TestAttackHungRedisHoldsNoRequest(t *testing.T) {
 			opts.Addr = srv.Addr
 			c := redis.NewClient(&opts)
 			defer c.Close()
-			store := New(c, WithTimeout(timeout), WithDenialCache(0),
-				WithBreaker(BreakerPolicy{Failures: 1 << 30, MinCalls: 1 << 30}))
+			store := must(New(c, WithTimeout(timeout), WithDenialCache(0),
+				WithBreaker(BreakerPolicy{Failures: 1 << 30, MinCalls: 1 << 30})))
 			if got := store.guard.inline; got != tc.inline {
 				t.Fatalf("inline %v, want %v", got, tc.inline)
 			}
@@ -118,7 +118,7 @@ func TestAttackStoreClockIsNotTheConnectionDeadline(t *testing.T) {
 			srv := redistest.StartServer(t)
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 			defer c.Close()
-			l, err := algorithms.New(New(c, WithClock(tc.clock), WithTimeout(timeout), WithDenialCache(0)), algorithms.FixedWindow, algorithms.PerMinute(5))
+			l, err := algorithms.New(must(New(c, WithClock(tc.clock), WithTimeout(timeout), WithDenialCache(0))), algorithms.FixedWindow, algorithms.PerMinute(5))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,8 +172,8 @@ func TestAttackClusterGroupedCallsKeepSlots(t *testing.T) {
 			defer c.Close()
 			trips := &tripCounter{pipelineCmds: map[string]int{}}
 			c.AddHook(trips)
-			l, err := algorithms.New(New(c, WithPrefix(fmt.Sprintf("cs%v", inline)), WithTimeout(2*time.Second),
-				WithDenialCache(0), WithMaxInFlight(1), WithFailureMode(FailClosed)), algorithms.SlidingWindowCounter, algorithms.PerMinute(3))
+			l, err := algorithms.New(must(New(c, WithPrefix(fmt.Sprintf("cs%v", inline)), WithTimeout(2*time.Second),
+				WithDenialCache(0), WithMaxInFlight(1), WithFailureMode(FailClosed))), algorithms.SlidingWindowCounter, algorithms.PerMinute(3))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,7 +218,7 @@ func TestAttackResentGroupedCallWithFailedGroup(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	ctx := context.Background()
-	lim, err := algorithms.New(New(c, WithPrefix("resent"), WithDenialCache(0)), algorithms.FixedWindow, algorithms.PerMinute(5))
+	lim, err := algorithms.New(must(New(c, WithPrefix("resent"), WithDenialCache(0))), algorithms.FixedWindow, algorithms.PerMinute(5))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestAttackInlineFlushKeepsCallersDeadline(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	defer c.Close()
-	store := New(c, WithTimeout(300*time.Millisecond), WithDenialCache(0))
+	store := must(New(c, WithTimeout(300*time.Millisecond), WithDenialCache(0)))
 	lim, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(100))
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestAttackCloseDeadlineChargeIsLost(t *testing.T) {
 	addr := redistest.Standalone(t)
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer c.Close()
-	l, err := algorithms.New(New(c, WithPrefix("charge"), WithDenialCache(0)), algorithms.FixedWindow, algorithms.PerMinute(100))
+	l, err := algorithms.New(must(New(c, WithPrefix("charge"), WithDenialCache(0))), algorithms.FixedWindow, algorithms.PerMinute(100))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,8 +44,8 @@ func TestAttackBatchFloodManyStores(t *testing.T) {
 				for i := range ls {
 					c := redis.NewClient(&redis.Options{Addr: proxyAddr, PoolSize: 4})
 					t.Cleanup(func() { _ = c.Close() })
-					s := New(c, WithPrefix(prefix), WithTimeout(time.Second), WithMaxInFlight(1), WithDenialCache(0), WithFailureMode(FailClosed))
-					t.Cleanup(func() { _ = s.Close() })
+					s := must(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithMaxInFlight(1), WithDenialCache(0), WithFailureMode(FailClosed)))
+					t.Cleanup(func() { _ = s.Close(closeCtx()) })
 					l, err := algorithms.New(s, alg, limit)
 					if err != nil {
 						t.Fatal(err)
@@ -56,8 +56,8 @@ func TestAttackBatchFloodManyStores(t *testing.T) {
 					}
 					ls[i] = l
 				}
-				probeStore := New(direct, WithPrefix(prefix), WithTimeout(5*time.Second))
-				defer probeStore.Close()
+				probeStore := must(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)))
+				defer probeStore.Close(closeCtx())
 				probe, err := algorithms.New(probeStore, alg, limit)
 				if err != nil {
 					t.Fatal(err)

@@ -174,8 +174,8 @@ func TestBatchScriptMatchesDriver(t *testing.T) {
 func TestBatchScriptChosen(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer c.Close()
-	s := New(c, WithPrefix("bc"))
-	defer s.Close()
+	s := must(New(c, WithPrefix("bc")))
+	defer s.Close(closeCtx())
 	one, err := algorithms.New(s, algorithms.TokenBucket, algorithms.PerMinute(5))
 	if err != nil {
 		t.Fatal(err)

@@ -31,9 +31,9 @@ func TestAttackBatchWrongTypeKeyFailsAlone(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/%s", mode, alg), func(t *testing.T) {
 				c := redis.NewClient(&redis.Options{Addr: addr})
 				defer c.Close()
-				s := New(c, WithPrefix(fmt.Sprintf("abw-%v-%s", mode, alg)), WithTimeout(2*time.Second),
-					WithMaxInFlight(1), WithDenialCache(0), WithFailureMode(mode))
-				defer s.Close()
+				s := must(New(c, WithPrefix(fmt.Sprintf("abw-%v-%s", mode, alg)), WithTimeout(2*time.Second),
+					WithMaxInFlight(1), WithDenialCache(0), WithFailureMode(mode)))
+				defer s.Close(closeCtx())
 				l, err := algorithms.New(s, alg, algorithms.PerHour(quota))
 				if err != nil {
 					t.Fatal(err)

@@ -28,6 +28,7 @@ type batcher struct {
 	ledger
 
 	clock func() time.Time // the store's
+	crew  *crew            // the store's goroutines (crew.go)
 
 	// Flushers that have nothing to do, and the keys handed to them (see
 	// start).
@@ -168,7 +169,7 @@ func (b *batcher) start(q *keyQueue) {
 		}
 	}
 	b.mu.Unlock()
-	go b.flusher(q)
+	b.crew.spawn(func() { b.flusher(q) }) // closed: q's waiters give up at their (closed) deadlines
 }
 
 // flusher serves q and then the keys start hands it, until none comes

@@ -21,7 +21,7 @@ func BenchmarkRedisAllowCached(b *testing.B) {
 	addr := redistest.Standalone(b)
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 	defer c.Close()
-	l, err := algorithms.New(New(c), algorithms.FixedWindow, algorithms.PerMinute(1))
+	l, err := algorithms.New(must(New(c)), algorithms.FixedWindow, algorithms.PerMinute(1))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func BenchmarkRedisAllowRefund(b *testing.B) {
 	addr := redistest.Standalone(b)
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 	defer c.Close()
-	l, err := algorithms.New(New(c), algorithms.FixedWindow, algorithms.PerMinute(1_000_000))
+	l, err := algorithms.New(must(New(c)), algorithms.FixedWindow, algorithms.PerMinute(1_000_000))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func BenchmarkRedisAllowInline(b *testing.B) {
 	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.TokenBucket} {
 		for _, par := range []int{1, 25} { // 2 and 50 goroutines on 2 cores
 			b.Run(fmt.Sprintf("%s/g=%d", alg, par*runtime.GOMAXPROCS(0)), func(b *testing.B) {
-				l, err := algorithms.New(New(c), alg, benchLimit(alg))
+				l, err := algorithms.New(must(New(c)), alg, benchLimit(alg))
 				if err != nil {
 					b.Fatal(err)
 				}

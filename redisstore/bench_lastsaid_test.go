@@ -25,7 +25,7 @@ func BenchmarkLastSaidCost(b *testing.B) {
 			name = "with"
 		}
 		b.Run(name, func(b *testing.B) {
-			rl, err := algorithms.New(New(c), algorithms.FixedWindow, benchLimit(algorithms.FixedWindow))
+			rl, err := algorithms.New(must(New(c)), algorithms.FixedWindow, benchLimit(algorithms.FixedWindow))
 			if err != nil {
 				b.Fatal(err)
 			}

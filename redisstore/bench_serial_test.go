@@ -21,7 +21,7 @@ func BenchmarkRedisAllowSerial(b *testing.B) {
 	ctx := context.Background()
 	for _, alg := range algorithms.Algorithms {
 		b.Run(string(alg), func(b *testing.B) {
-			l, err := algorithms.New(New(c), alg, benchLimit(alg))
+			l, err := algorithms.New(must(New(c)), alg, benchLimit(alg))
 			if err != nil {
 				b.Fatal(err)
 			}

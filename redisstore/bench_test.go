@@ -56,7 +56,7 @@ func runAllowBench(b *testing.B, l algorithms.Limiter) {
 func BenchmarkMemoryAllow(b *testing.B) {
 	for _, alg := range algorithms.Algorithms {
 		b.Run(string(alg), func(b *testing.B) {
-			l, err := algorithms.New(memstore.New(), alg, benchLimit(alg))
+			l, err := algorithms.New(must(memstore.New()), alg, benchLimit(alg))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func BenchmarkRedisAllow(b *testing.B) {
 	})
 	for _, alg := range algorithms.Algorithms {
 		b.Run(string(alg), func(b *testing.B) {
-			l, err := algorithms.New(New(c), alg, benchLimit(alg))
+			l, err := algorithms.New(must(New(c)), alg, benchLimit(alg))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -132,7 +132,7 @@ func scriptMicros(b *testing.B, c *redis.Client) float64 {
 func BenchmarkMemoryAllowSerial(b *testing.B) {
 	for _, alg := range algorithms.Algorithms {
 		b.Run(string(alg), func(b *testing.B) {
-			l, err := algorithms.New(memstore.New(), alg, benchLimit(alg))
+			l, err := algorithms.New(must(memstore.New()), alg, benchLimit(alg))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -152,7 +152,7 @@ func BenchmarkMemoryAllowSerial(b *testing.B) {
 // on a store that already holds memstore.DefaultMaxKeys entries: every request makes
 // room for its own.
 func BenchmarkMemoryAllowNewKeys(b *testing.B) {
-	l, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(100))
+	l, err := algorithms.New(must(memstore.New()), algorithms.FixedWindow, algorithms.PerMinute(100))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func BenchmarkMemoryAllowWhileExpiring(b *testing.B) {
 	var mu sync.Mutex
 	now := start
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	l, err := algorithms.New(memstore.New(memstore.WithClock(clock)), algorithms.FixedWindow, algorithms.PerMinute(100))
+	l, err := algorithms.New(must(memstore.New(memstore.WithClock(clock))), algorithms.FixedWindow, algorithms.PerMinute(100))
 	if err != nil {
 		b.Fatal(err)
 	}

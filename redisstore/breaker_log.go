@@ -32,6 +32,9 @@ type breakerLog struct {
 	last  time.Time   // when the last line was written; zero before the first
 	held  stateChange // the latest change not logged
 	count int         // changes not logged since the last line
+	// closed: the store is closed; the change held was logged, and the
+	// changes from then on are logged at once.
+	closed bool
 }
 
 // stateChange is one change of the breaker's state.
@@ -52,7 +55,7 @@ func (l *breakerLog) changed(c stateChange) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	if l.count == 0 && (l.last.IsZero() || now.Sub(l.last) >= l.every) {
+	if l.closed || l.count == 0 && (l.last.IsZero() || now.Sub(l.last) >= l.every) {
 		l.last = now
 		l.emit(c, 0)
 		return
@@ -62,6 +65,16 @@ func (l *breakerLog) changed(c stateChange) {
 	if l.count == 1 { // the first held since the last line: write it when due
 		l.after(l.last.Add(l.every).Sub(now), l.flush)
 	}
+}
+
+// close logs the change held now, if any, and every later change at once,
+// so that no timer is left waiting on the store's behalf (one already set
+// finds nothing held).
+func (l *breakerLog) close() {
+	l.flush()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
 }
 
 // flush writes the latest change held, and how many before it were not

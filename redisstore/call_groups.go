@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"strings"
 
@@ -53,9 +54,13 @@ func (b *batcher) takeGroupDoubtsLocked(most int) []groupAsk {
 // reports whether Redis answered every read; an unanswered one stays
 // owed as it was, to be asked again.
 func (b *batcher) resolveGroups(asks []groupAsk) bool {
+	g := asks[0].key.l.guard
+	return b.resolveGroupsIn(g.wheel.contextFor(g.callTimeout()), asks)
+}
+
+// resolveGroupsIn is resolveGroups under ctx (Close's, see settleAll).
+func (b *batcher) resolveGroupsIn(ctx context.Context, asks []groupAsk) bool {
 	l := asks[0].key.l
-	g := l.guard
-	ctx := g.wheel.contextFor(g.callTimeout())
 	cmds := make([]*redis.StringCmd, len(asks))
 	_, _ = l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, a := range asks {

@@ -118,7 +118,7 @@ func TestGroupedCallsAreCharged(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			// A timeout of 200 ms keeps the calls' replies 4.4 s (onceTTL):
 			// long past the fault, as the settler asks about them.
-			store := New(c, WithTimeout(200*time.Millisecond), WithLogger(quietLogger()), WithDenialCache(0))
+			store := must(New(c, WithTimeout(200*time.Millisecond), WithLogger(quietLogger()), WithDenialCache(0)))
 			l, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerHour(limit))
 			if err != nil {
 				t.Fatal(err)

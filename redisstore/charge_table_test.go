@@ -22,7 +22,7 @@ func TestFullChargeTableServesOthers(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	store := New(c, WithTimeout(20*time.Millisecond), WithLogger(quietLogger()))
+	store := must(New(c, WithTimeout(20*time.Millisecond), WithLogger(quietLogger())))
 	store.guard.batcher.maxOwed = capacity
 	l, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(limit))
 	if err != nil {

@@ -173,11 +173,11 @@ func TestLostChargeReplyCountsOnce(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			prefix := "charge-once-" + string(alg)
-			l, err := algorithms.New(New(c, WithPrefix(prefix), WithTimeout(time.Second)), alg, onceLimit)
+			l, err := algorithms.New(must(New(c, WithPrefix(prefix), WithTimeout(time.Second))), alg, onceLimit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)), alg, onceLimit)
+			probe, err := algorithms.New(must(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second))), alg, onceLimit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +215,7 @@ func TestChargeRedisDown(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
-			l, err := algorithms.New(New(client, WithTimeout(time.Second)), alg, algorithms.PerHour(10))
+			l, err := algorithms.New(must(New(client, WithTimeout(time.Second))), alg, algorithms.PerHour(10))
 			if err != nil {
 				t.Fatal(err)
 			}

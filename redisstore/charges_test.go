@@ -36,7 +36,7 @@ func TestLocalAdmissionsAreCharged(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, admin := clientAndAdmin(t)
 			ctx := context.Background()
-			l, err := algorithms.New(New(c, append([]Option{WithLogger(quietLogger())}, tt.opts...)...), algorithms.FixedWindow, algorithms.PerMinute(rate))
+			l, err := algorithms.New(must(New(c, append([]Option{WithLogger(quietLogger())}, tt.opts...)...)), algorithms.FixedWindow, algorithms.PerMinute(rate))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestChargeLine(t *testing.T) {
 	b := newBatcher(1, 100, 256, 64)
 	b.retrying = true // no retrier: this test sends nothing
 	b.maxOwed = 2
-	twin, err := algorithms.New(memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(10))
+	twin, err := algorithms.New(must(memstore.New()), algorithms.FixedWindow, algorithms.PerMinute(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestRefusedLocallyIsNotCharged(t *testing.T) {
 	c, admin := clientAndAdmin(t)
 	ctx := context.Background()
 	const rate = 5
-	rl, err := algorithms.New(New(c, WithLogger(quietLogger())), algorithms.FixedWindow, algorithms.PerMinute(rate))
+	rl, err := algorithms.New(must(New(c, WithLogger(quietLogger()))), algorithms.FixedWindow, algorithms.PerMinute(rate))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +227,8 @@ func TestQueuedPastDeadlineIsLoggedAsSuch(t *testing.T) {
 	c, admin := clientAndAdmin(t)
 	ctx := context.Background()
 	var logs syncBuffer
-	l, err := algorithms.New(New(c, WithMaxInFlight(1), WithTimeout(100*time.Millisecond),
-		WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))), algorithms.FixedWindow, algorithms.PerMinute(10))
+	l, err := algorithms.New(must(New(c, WithMaxInFlight(1), WithTimeout(100*time.Millisecond),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))), algorithms.FixedWindow, algorithms.PerMinute(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestChargeNotSentInline(t *testing.T) {
 	addr := redistest.Standalone(t)
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
-	rl, err := algorithms.New(New(c, WithLogger(quietLogger())), algorithms.FixedWindow, algorithms.PerMinute(10))
+	rl, err := algorithms.New(must(New(c, WithLogger(quietLogger()))), algorithms.FixedWindow, algorithms.PerMinute(10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build attack
 
-package algorithms
+package redisstore
 
 import (
 	"context"
@@ -32,9 +32,10 @@ func TestAttackClusterHungShard(t *testing.T) {
 			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: inline})
 			defer c.Close()
 			ctx := context.Background()
-			l, err := algorithms.New(New(c, WithPrefix(fmt.Sprintf("hs%v", inline)), WithTimeout(100*time.Millisecond), WithDenialCache(0),
-				WithBreaker(BreakerPolicy{Failures: 1 << 30, MinCalls: 1 << 30})),
-				algorithms.FixedWindow, algorithms.PerMinute(1000))
+			store := must(New(c, WithPrefix(fmt.Sprintf("hs%v", inline)), WithTimeout(100*time.Millisecond), WithDenialCache(0),
+				WithBreaker(BreakerPolicy{Failures: 1 << 30, MinCalls: 1 << 30})))
+			defer store.Close(closeCtx())
+			l, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(1000))
 			if err != nil {
 				t.Fatal(err)
 			}

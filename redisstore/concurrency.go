@@ -21,11 +21,8 @@ var concurrencyScript = redis.NewScript(lua.Concurrency)
 // NewConcurrency implements Store: a concurrency limiter on Redis, with a local twin
 // of this instance's share of limit for the decisions Redis cannot make.
 func (s *Store) NewConcurrency(limit int, lease, retryAfter time.Duration) (algorithms.ConcurrencyLimiter, error) {
-	if s == nil || s.err == nil && s.guard == nil {
+	if s == nil || s.guard == nil {
 		return nil, fmt.Errorf("%w: a Redis store must come from New", algorithms.ErrInvalidOption)
-	}
-	if s.err != nil {
-		return nil, s.err
 	}
 	twin, err := s.local.NewConcurrency(ratemath.ShareOfLimit(limit, s.cfg.redis.instances), lease, retryAfter)
 	if err != nil {
@@ -119,6 +116,9 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 		return nil, err
 	}
 	g := l.guard
+	if g.closed.Load() {
+		return l.fail(key, ErrClosed, queuedNone)
+	}
 	now := g.clock()
 	if err := ctx.Err(); err != nil {
 		return l.ended(ctx, key, err, queuedNone)
@@ -155,7 +155,13 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 	c := &acquireCall{done: make(chan struct{}), held: redisLease{l.redisKey(key), l.member(id), id}}
 	c.arg.id = []byte(c.held.member)
 	cut := g.wheel.cutOff() // taken before the call can be refused
-	go l.call(c, key, deadline, probe)
+	if !g.crew.spawn(func() { l.call(c, key, deadline, probe) }) {
+		<-l.slots
+		if probe {
+			g.breaker.CancelProbe()
+		}
+		return l.fail(key, ErrClosed, queuedNone)
+	}
 
 	var ctxErr error
 	select {
@@ -336,7 +342,7 @@ func (l *redisConcurrency) release(ctx context.Context, key string, id uint64, a
 // timeout, after setting its tombstone when tomb says a copy of its
 // Acquire's call may yet reach Redis.
 func (l *redisConcurrency) remove(ctx context.Context, h redisLease, tomb bool) error {
-	return within(ctx, l.guard.timeout, func(ctx context.Context) error {
+	return l.guard.within(ctx, func(ctx context.Context) error {
 		if !tomb {
 			return l.client.ZRem(ctx, h.rkey, h.member).Err()
 		}

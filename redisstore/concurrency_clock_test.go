@@ -18,7 +18,7 @@ func TestRedisConcurrencyClockWasAhead(t *testing.T) {
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer c.Close()
-	store := New(c, WithTimeout(time.Minute))
+	store := must(New(c, WithTimeout(time.Minute)))
 	short := mustConcurrency(t, store, 2, time.Second)
 	long := mustConcurrency(t, store, 2, time.Hour)
 	steps := []struct {

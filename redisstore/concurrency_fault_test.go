@@ -58,8 +58,8 @@ func testLeasesAfterFault(t *testing.T, opts redis.Options, fault string, before
 	defer c.Close()
 	direct := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer direct.Close()
-	st := New(c, WithLogger(quietLogger()))
-	defer st.Close()
+	st := must(New(c, WithLogger(quietLogger())))
+	defer st.Close(closeCtx())
 	l := mustConcurrency(t, st, 1, time.Minute)
 	ctx := context.Background()
 	for i := range faultClients { // loads the script and fills the pool

@@ -24,8 +24,8 @@ func TestConcurrencyRolloutSharesLeases(t *testing.T) {
 		name  string
 		store algorithms.Store
 	}{
-		{"memory", memstore.New()},
-		{"redis", New(c, WithTimeout(time.Second))},
+		{"memory", must(memstore.New())},
+		{"redis", must(New(c, WithTimeout(time.Second)))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := mustConcurrency(t, tc.store, 3, time.Minute)

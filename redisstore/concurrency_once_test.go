@@ -35,7 +35,7 @@ func TestRedisConcurrencyLostReply(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: proxyAddr, MaxRetries: tc.retries})
 			defer c.Close()
 			prefix := "lost-" + tc.name
-			l := mustConcurrency(t, New(c, WithPrefix(prefix), WithTimeout(time.Second)), 1, time.Hour)
+			l := mustConcurrency(t, must(New(c, WithPrefix(prefix), WithTimeout(time.Second))), 1, time.Hour)
 			if err := mustAcquire(t, l, "warm").Release(ctx); err != nil { // loads the script
 				t.Fatal(err)
 			}

@@ -28,7 +28,7 @@ func testConcurrencyShared(t *testing.T, newClient func() redis.UniversalClient)
 		t.Cleanup(func() { c.Close() })
 		// A generous timeout: a decision made locally on a loaded machine
 		// would be this instance's own, not the shared limit under test.
-		ls[i] = mustConcurrency(t, New(c, WithTimeout(5*time.Second)), limit, 10*time.Second)
+		ls[i] = mustConcurrency(t, must(New(c, WithTimeout(5*time.Second))), limit, 10*time.Second)
 	}
 	r := storetest.RunConcurrency(t, ls, limit, 50, 10, 3*time.Millisecond)
 	t.Logf("%+v", r)
@@ -61,13 +61,13 @@ func TestRedisConcurrencyLeaseExpires(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	const lease = time.Second
-	crashed := mustConcurrency(t, New(c), 2, lease)
+	crashed := mustConcurrency(t, must(New(c)), 2, lease)
 	for i := 1; i <= 2; i++ {
 		if l := mustAcquire(t, crashed, "user:7"); !l.Allowed || l.InFlight != i || l.Remaining != 2-i || l.Decider != algorithms.DecidedByStore {
 			t.Fatalf("acquire %d: %+v", i, l)
 		}
 	}
-	survivor := mustConcurrency(t, New(c), 2, lease)
+	survivor := mustConcurrency(t, must(New(c)), 2, lease)
 	denied := mustAcquire(t, survivor, "user:7")
 	if denied.Allowed || denied.InFlight != 2 || denied.RetryAfter <= 0 || denied.RetryAfter > lease {
 		t.Fatalf("third: %+v; want denied with RetryAfter within the lease", denied)
@@ -99,7 +99,7 @@ func TestRedisConcurrencySequential(t *testing.T) {
 	addr := redistest.Standalone(t)
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
-	l := mustConcurrency(t, New(c), 1, time.Minute)
+	l := mustConcurrency(t, must(New(c)), 1, time.Minute)
 	for i := range 200 {
 		lease := mustAcquire(t, l, "seq")
 		if !lease.Allowed {
@@ -134,8 +134,8 @@ func TestRedisConcurrencyUnreachable(t *testing.T) {
 		{FailOpen, 5, algorithms.DecidedFailOpen},
 		{FailClosed, 0, algorithms.DecidedFailClosed},
 	} {
-		st := New(c, WithFailureMode(tc.mode), WithInstances(2))
-		defer st.Close()
+		st := must(New(c, WithFailureMode(tc.mode), WithInstances(2)))
+		defer st.Close(closeCtx())
 		l := mustConcurrency(t, st, 4, time.Minute)
 		var held []*algorithms.Lease
 		for range 5 {
@@ -177,7 +177,7 @@ func TestRedisConcurrencyLateGrantGivenBack(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer c.Close()
 	ctx := context.Background()
-	l := mustConcurrency(t, New(c, WithTimeout(50*ms)), 3, time.Minute)
+	l := mustConcurrency(t, must(New(c, WithTimeout(50*ms))), 3, time.Minute)
 	if err := c.Ping(ctx).Err(); err != nil { // connected before the pause
 		t.Fatal(err)
 	}
@@ -217,8 +217,8 @@ func TestRedisConcurrencyReleaseWithoutRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * ms})
 	defer c.Close()
-	st := New(c, WithLogger(quietLogger()))
-	defer st.Close()
+	st := must(New(c, WithLogger(quietLogger())))
+	defer st.Close(closeCtx())
 	l := mustConcurrency(t, st, 2, time.Minute)
 	lease := mustAcquire(t, l, "k")
 	if !lease.Allowed || lease.Decider != algorithms.DecidedByStore {
@@ -237,15 +237,15 @@ func TestRedisConcurrencyReleaseWithoutRedis(t *testing.T) {
 	}
 }
 
-// A Redis store that cannot work is refused at construction, as a memory
-// store is (memstore's TestConcurrencyInvalid).
+// A Redis store that did not come from New is refused, as a memory store
+// is (memstore's TestConcurrencyInvalid); New itself refuses a nil client
+// and bad options (TestNewRefusesInvalidOptions).
 func TestConcurrencyInvalidRedisStore(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		store algorithms.Store
 	}{
-		{"redis store with a nil client", New(nil)},
-		{"redis store with a bad option", New(redis.NewClient(&redis.Options{}), WithPrefix(""))},
+		{"zero redis store", &Store{}},
 		{"typed nil redis store", (*Store)(nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,15 +39,17 @@ import (
 // (FailOpen admits and FailClosed refuses as ever), a tighter limit rather
 // than a request admitted beside a lease that no one gives back; a Release
 // that cannot reach Redis leaves its lease to expire after the lease
-// duration. After Store.Close the line takes nothing: such leases expire
-// in Redis.
+// duration. Store.Close stops the line's goroutine and then sends what
+// the line holds itself, until its context ends (drain); from then on the
+// line takes nothing: a lease Redis may hold then expires there.
 //
 // Proved by TestConcurrencyLeasesReleasedAfterFault (limit 1, 20 clients
 // in flight while Redis is paused or frozen a second, three go-redis
 // clients), TestConcurrencyResendAfterRelease (a copy of the call after
 // the release grants nothing; a lease whose call was written once is
 // released with one ZREM), TestReleaseLineFull, TestReleaseLineClose,
-// TestReleaseLineBatchesAndBackoff and TestReleaseLineAdd.
+// TestReleaseLineBatchesAndBackoff, TestReleaseLineAdd and
+// TestCloseSettlesOwed.
 
 // maxReleases bounds the leases a Redis store holds to release from
 // Redis after a fault (see the release line).
@@ -82,15 +84,15 @@ type releaseLine struct {
 	running bool // the goroutine runs; it stops when owed is empty
 	closed  bool
 
-	ctx  context.Context // canceled by close
-	stop context.CancelFunc
-	wg   sync.WaitGroup // the goroutine
+	ctx    context.Context // canceled by stop
+	cancel context.CancelFunc
+	crew   *crew // the store's goroutines, which Close waits for
 }
 
-func newReleaseLine(client redis.UniversalClient, tombTTL, attempt time.Duration) *releaseLine {
-	ctx, stop := context.WithCancel(context.Background())
+func newReleaseLine(client redis.UniversalClient, tombTTL, attempt time.Duration, c *crew) *releaseLine {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &releaseLine{client: client, tombTTL: tombTTL, attempt: attempt, capacity: maxReleases,
-		owed: map[redisLease]struct{}{}, ctx: ctx, stop: stop}
+		owed: map[redisLease]struct{}{}, ctx: ctx, cancel: cancel, crew: c}
 }
 
 // add queues h for release, starting the goroutine unless it runs. A lease
@@ -109,9 +111,7 @@ func (r *releaseLine) add(h redisLease) queued {
 	}
 	r.owed[h] = struct{}{}
 	if !r.running {
-		r.running = true
-		r.wg.Add(1)
-		go r.run()
+		r.running = r.crew.spawn(r.run) // not when the store closes: Close drains the line
 	}
 	return queuedOK
 }
@@ -124,21 +124,70 @@ func (r *releaseLine) drop(h redisLease) {
 	delete(r.owed, h)
 }
 
-// close stops the goroutine, waits for it and drops what is queued: a
-// closed store sends nothing more. A batch in flight is left to go-redis,
-// which ends it by its own timeouts.
-func (r *releaseLine) close() {
+// stop makes the line take nothing more and its goroutine return (the
+// store's crew waits for it); what the line holds stays, for drain.
+func (r *releaseLine) stop() {
 	r.mu.Lock()
 	r.closed = true
-	clear(r.owed)
 	r.mu.Unlock()
-	r.stop()
-	r.wg.Wait()
+	r.cancel()
+}
+
+// drain sends the releases the line holds, on the caller's goroutine, once
+// stop's goroutines have returned, trying again while Redis does not
+// answer, until none is left or ctx ends; it then drops what is left and
+// returns how many leases that was.
+func (r *releaseLine) drain(ctx context.Context) int {
+	wait := time.Duration(0)
+	for {
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		batch := r.held(releaseBatch)
+		if len(batch) == 0 || ctx.Err() != nil {
+			return r.dropAll()
+		}
+		attempt, cancel := context.WithTimeout(ctx, r.attempt)
+		answered := r.sendNow(attempt, batch)
+		cancel()
+		r.settle(answered)
+		if len(answered) == len(batch) {
+			wait = 0
+		} else {
+			wait = min(max(2*wait, releaseRetryMin), releaseRetryMax)
+		}
+	}
+}
+
+// held returns up to most of the leases the line holds.
+func (r *releaseLine) held(most int) []redisLease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var batch []redisLease
+	for h := range r.owed {
+		if batch = append(batch, h); len(batch) == most {
+			break
+		}
+	}
+	return batch
+}
+
+// dropAll forgets what the line holds and returns how many leases that was.
+func (r *releaseLine) dropAll() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.owed)
+	clear(r.owed)
+	return n
 }
 
 // run sends the queued releases until none is left.
 func (r *releaseLine) run() {
-	defer r.wg.Done()
 	wait := releaseRetryMin // gathers the leases of one fault into a batch
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -203,28 +252,34 @@ func (r *releaseLine) send(batch []redisLease) []redisLease {
 	ctx, cancel := context.WithTimeout(r.ctx, r.attempt)
 	defer cancel()
 	done := make(chan []redisLease, 1)
-	go func() {
-		cmds := make([]redis.Cmder, 0, 2*len(batch))
-		_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, h := range batch {
-				cmds = append(cmds, p.Set(ctx, h.tombstone(), "1", r.tombTTL), p.ZRem(ctx, h.rkey, h.member))
-			}
-			return nil
-		})
-		var answered []redisLease
-		for i, h := range batch {
-			if answeredBy(cmds[2*i]) && answeredBy(cmds[2*i+1]) {
-				answered = append(answered, h)
-			}
-		}
-		done <- answered
-	}()
+	if !r.crew.spawn(func() { done <- r.sendNow(ctx, batch) }) {
+		return nil
+	}
 	select {
 	case answered := <-done:
 		return answered
 	case <-ctx.Done():
 		return nil
 	}
+}
+
+// sendNow sends the releases of batch in one pipeline under ctx, as send
+// says, on the caller's goroutine.
+func (r *releaseLine) sendNow(ctx context.Context, batch []redisLease) []redisLease {
+	cmds := make([]redis.Cmder, 0, 2*len(batch))
+	_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, h := range batch {
+			cmds = append(cmds, p.Set(ctx, h.tombstone(), "1", r.tombTTL), p.ZRem(ctx, h.rkey, h.member))
+		}
+		return nil
+	})
+	var answered []redisLease
+	for i, h := range batch {
+		if answeredBy(cmds[2*i]) && answeredBy(cmds[2*i+1]) {
+			answered = append(answered, h)
+		}
+	}
+	return answered
 }
 
 // answeredBy reports whether Redis answered cmd, with a value or an error.

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -43,7 +44,7 @@ func waitLineEmpty(t *testing.T, r *releaseLine, within time.Duration) {
 // was never written is dropped; a closed line takes nothing and holds
 // nothing.
 func TestReleaseLineAdd(t *testing.T) {
-	r := newReleaseLine(nil, time.Second, time.Second)
+	r := newReleaseLine(nil, time.Second, time.Second, nil)
 	r.capacity = 2
 	r.running = true // no goroutine: this test sends nothing
 	a, b, c := redisLease{"s", "a", 1}, redisLease{"s", "b", 2}, redisLease{"s", "c", 3}
@@ -66,7 +67,8 @@ func TestReleaseLineAdd(t *testing.T) {
 			r.drop(*step.drop)
 		}
 		if step.close {
-			r.close()
+			r.stop()
+			r.dropAll()
 		}
 		if got := r.add(step.h); got != step.want {
 			t.Errorf("step %d: add(%s) = %d, want %d", i, step.h.member, got, step.want)
@@ -124,8 +126,8 @@ func TestConcurrencyResendAfterRelease(t *testing.T) {
 			hook := &memberHook{}
 			c.AddHook(hook)
 			prefix := strings.ReplaceAll(tc.name, "/", "-")
-			st := New(c, WithPrefix(prefix), WithTimeout(50*ms), WithLogger(quietLogger()))
-			defer st.Close()
+			st := must(New(c, WithPrefix(prefix), WithTimeout(50*ms), WithLogger(quietLogger())))
+			defer st.Close(closeCtx())
 			l := mustConcurrency(t, st, 1, time.Hour)
 			if err := mustAcquire(t, l, "warm").Release(ctx); err != nil { // loads the script
 				t.Fatal(err)
@@ -190,8 +192,8 @@ func TestReleaseLineFull(t *testing.T) {
 			defer c.Close()
 			direct := redis.NewClient(&redis.Options{Addr: srv.Addr})
 			defer direct.Close()
-			st := New(c, WithTimeout(50*ms), WithFailureMode(tc.mode), WithLogger(quietLogger()))
-			defer st.Close()
+			st := must(New(c, WithTimeout(50*ms), WithFailureMode(tc.mode), WithLogger(quietLogger())))
+			defer st.Close(closeCtx())
 			st.guard.releases.capacity = 2
 			l := mustConcurrency(t, st, 1, time.Minute)
 			ctx := context.Background()
@@ -230,7 +232,7 @@ func TestReleaseLineClose(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	defer c.Close()
-	st := New(c, WithTimeout(50*ms), WithLogger(quietLogger()))
+	st := must(New(c, WithTimeout(50*ms), WithLogger(quietLogger())))
 	l := mustConcurrency(t, st, 1, time.Minute)
 	if err := mustAcquire(t, l, "warm").Release(context.Background()); err != nil {
 		t.Fatal(err)
@@ -248,9 +250,14 @@ func TestReleaseLineClose(t *testing.T) {
 	}
 	lines := lineGoroutines() // this store's, and those of other tests' stores that retry still
 	began := time.Now()
-	_ = st.Close()
-	if d := time.Since(began); d > 100*time.Millisecond {
-		t.Errorf("Close took %s with Redis frozen", d)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := st.Close(ctx)
+	if d := time.Since(began); d > 500*time.Millisecond {
+		t.Errorf("Close took %s with Redis frozen and a context of 100ms", d)
+	}
+	if !errors.Is(err, ErrUnsent) || !strings.Contains(err.Error(), "3 concurrency leases") {
+		t.Errorf("Close with Redis frozen: %v; want ErrUnsent for 3 concurrency leases", err)
 	}
 	if after := lineGoroutines(); after != lines-1 {
 		t.Errorf("%d release line goroutines before Close, %d right after; want one fewer", lines, after)
@@ -305,8 +312,8 @@ func TestReleaseLineBatchesAndBackoff(t *testing.T) {
 	defer c.Close()
 	count := &pipelineCount{}
 	c.AddHook(count)
-	st := New(c, WithLogger(quietLogger()))
-	defer st.Close()
+	st := must(New(c, WithLogger(quietLogger())))
+	defer st.Close(closeCtx())
 	srv.Kill()
 	const n = 300
 	for i := range n {

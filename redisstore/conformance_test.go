@@ -34,7 +34,7 @@ func TestConformanceMiniredis(t *testing.T) {
 		var last time.Duration
 		// The denial cache is off, and the deadline out of reach of a loaded
 		// machine: these sequences test the scripts.
-		return New(c, WithDenialCache(0), WithTimeout(time.Minute)), func(at time.Duration) {
+		return must(New(c, WithDenialCache(0), WithTimeout(time.Minute))), func(at time.Duration) {
 			// TIME follows SetTime; key expiry follows FastForward: move both.
 			m.SetTime(start.Add(at))
 			m.FastForward(at - last)
@@ -53,7 +53,7 @@ func realStore(client func(t *testing.T) redis.UniversalClient) func(t *testing.
 		if err := c.Ping(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		return New(c, WithPrefix(fmt.Sprintf("conf%d", prefixes.Add(1))), WithDenialCache(0))
+		return must(New(c, WithPrefix(fmt.Sprintf("conf%d", prefixes.Add(1))), WithDenialCache(0)))
 	}
 }
 

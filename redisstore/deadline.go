@@ -25,6 +25,7 @@ type deadlineWheel struct {
 	buckets map[int64]chan struct{} // tick → channel closed at it
 	timer   *time.Timer
 	next    int64 // tick the timer is armed for, 0 when none
+	closed  bool  // by close: every deadline has passed, for good
 
 	// latest is the bucket made last, read without the lock: the decisions
 	// of one millisecond share it. Its tick is in the future when it matches
@@ -51,6 +52,14 @@ func newDeadlineWheel() *deadlineWheel {
 // cutOff returns a channel that expireAll closes.
 func (w *deadlineWheel) cutOff() <-chan struct{} { return *w.cut.Load() }
 
+// expired is a channel closed from the start: what a closed wheel hands
+// out.
+var expired = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
 // expireAll closes every channel handed out (by after, contextFor and
 // cutOff) now, as if every deadline had passed. A channel handed out while
 // it runs may be closed too.
@@ -63,7 +72,25 @@ func (w *deadlineWheel) expireAll() {
 		delete(w.buckets, tick)
 	}
 	cut := make(chan struct{})
-	close(*w.cut.Swap(&cut))
+	if w.closed {
+		cut = expired
+	}
+	if old := *w.cut.Swap(&cut); old != expired {
+		close(old)
+	}
+}
+
+// close ends every wait and call now, as expireAll does, and for good:
+// the channels and contexts handed out from then on have expired already,
+// and the wheel's timer is stopped. Store.Close calls it.
+func (w *deadlineWheel) close() {
+	w.mu.Lock()
+	w.closed = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.mu.Unlock()
+	w.expireAll()
 }
 
 // after returns a channel closed once d has passed (within a millisecond
@@ -75,6 +102,9 @@ func (w *deadlineWheel) after(d time.Duration) <-chan struct{} {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return expired
+	}
 	ch := w.buckets[tick]
 	if ch == nil {
 		ch = make(chan struct{})

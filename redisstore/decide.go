@@ -66,13 +66,19 @@ type guard struct {
 	// it does not decide (see eviction_watch.go). Nil under
 	// WithEvictionAllowed.
 	evict *evictionWatch
+
+	// crew counts the goroutines the store starts (crew.go); closed is
+	// set by Close, after which nothing is sent to Redis but what Close
+	// settles, and the failure mode decides (see close.go).
+	crew   *crew
+	closed atomic.Bool
 }
 
 func newGuard(cfg config, pool int) *guard {
 	rc := cfg.redis
 	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials),
 		wheel:    newDeadlineWheel(),
-		observer: rc.observer, name: cfg.prefix, ids: newCallIDs(), said: newLastSaid(lastSaidSlots)}
+		observer: rc.observer, name: cfg.prefix, ids: newCallIDs(), said: newLastSaid(lastSaidSlots), crew: newCrew()}
 	if g.logger == nil {
 		g.logger = slog.Default()
 	}
@@ -95,6 +101,7 @@ func newGuard(cfg config, pool int) *guard {
 	}
 	g.batcher = newBatcher(inFlight, rc.maxWaiting, batch, keys)
 	g.batcher.clock = cfg.clock
+	g.batcher.crew = g.crew
 	g.breakerLog = newBreakerLog(g.logBreaker)
 	g.breaker = breaker.New(rc.breaker.breakerConfig(), g.breakerChanged)
 	return g
@@ -116,6 +123,9 @@ func (l *redisLimiter) Allow(ctx context.Context, key string, cost int) (algorit
 		ctx = context.Background() // a caller's slip, not worth a panic
 	}
 	g := l.guard
+	if g.closed.Load() {
+		return l.fail(key, cost, ErrClosed)
+	}
 	now := g.clock()
 	if res, ok := g.denials.lookup(l, key, cost, now); ok {
 		return res, nil

@@ -53,7 +53,7 @@ type denialSync struct {
 	started atomic.Bool
 	closed  bool
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	crew    *crew // the store's goroutines, which Close waits for
 
 	ps    atomic.Pointer[redis.PubSub] // the current subscription
 	state atomic.Pointer[syncState]    // nil: not subscribed
@@ -75,13 +75,13 @@ type sentPing struct {
 }
 
 // follow makes d forget the denials that the store's announcements name;
-// clock is the store's.
-func (d *denials) follow(client redis.UniversalClient, prefix string, clock func() time.Time, logger *slog.Logger) {
+// clock is the store's; its goroutines are the crew's.
+func (d *denials) follow(client redis.UniversalClient, prefix string, clock func() time.Time, logger *slog.Logger, c *crew) {
 	if d == nil {
 		return
 	}
 	d.clock = clock
-	d.sync = &denialSync{d: d, client: client, channel: denialsChannel(prefix), logger: logger}
+	d.sync = &denialSync{d: d, client: client, channel: denialsChannel(prefix), logger: logger, crew: c}
 }
 
 // current returns what the subscription vouches for, or nil.
@@ -118,13 +118,16 @@ func (s *denialSync) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.heard.Store(time.Now().UnixNano())
-	s.wg.Add(2)
-	go s.receive(ctx, cancel)
-	go s.ping(ctx)
+	if !s.crew.spawn(func() { s.receive(ctx, cancel) }) {
+		cancel()
+		return // the store is closing
+	}
+	s.crew.spawn(func() { s.ping(ctx) }) // refused, it is closing: receive ends too
 	s.started.Store(true)
 }
 
-// close ends the subscription and waits for its goroutines.
+// close ends the subscription; the store's crew waits for its goroutines
+// (the subscription's Close unblocks its Receive).
 func (s *denialSync) close() {
 	if s == nil {
 		return
@@ -140,7 +143,6 @@ func (s *denialSync) close() {
 	if ps := s.ps.Load(); ps != nil {
 		_ = ps.Close() // unblocks Receive
 	}
-	s.wg.Wait()
 	s.state.Store(nil)
 }
 
@@ -148,7 +150,6 @@ func (s *denialSync) close() {
 // fails, until ctx ends or the client is closed; then it cancels ctx, which
 // ends ping too.
 func (s *denialSync) receive(ctx context.Context, cancel context.CancelFunc) {
-	defer s.wg.Done()
 	defer cancel()
 	pause := retryMin
 	for ctx.Err() == nil {
@@ -257,7 +258,6 @@ func (s *denialSync) pong(payload string) {
 // replaces a subscription that has been silent for silentAfter (a
 // connection lost without a word, which go-redis would not notice).
 func (s *denialSync) ping(ctx context.Context) {
-	defer s.wg.Done()
 	t := time.NewTicker(pingEvery)
 	defer t.Stop()
 	var seq uint64

@@ -73,7 +73,7 @@ func TestDenialCacheFollowsRefunds(t *testing.T) {
 			ca, cb, kill := twoInstances(t, tc.cluster)
 			ctx := context.Background()
 			newLimiter := func(c redis.UniversalClient) algorithms.RateLimiter {
-				l, err := algorithms.New(New(c, WithTimeout(time.Second)), algorithms.FixedWindow, algorithms.PerMinute(2))
+				l, err := algorithms.New(must(New(c, WithTimeout(time.Second))), algorithms.FixedWindow, algorithms.PerMinute(2))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -136,7 +136,7 @@ func TestDenialCacheForgetsAtOnceLocally(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
 			defer c.Close()
 			ctx := context.Background()
-			store := New(c)
+			store := must(New(c))
 			x, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(1))
 			if err != nil {
 				t.Fatal(err)
@@ -217,7 +217,7 @@ func TestDenialSyncStops(t *testing.T) {
 		t.Run(map[bool]string{false: "store closed", true: "client closed"}[closeClient], func(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
 			defer c.Close()
-			store := New(c)
+			store := must(New(c))
 			l, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(1))
 			if err != nil {
 				t.Fatal(err)
@@ -234,7 +234,7 @@ func TestDenialSyncStops(t *testing.T) {
 			if closeClient {
 				_ = c.Close()
 			} else {
-				_ = store.Close()
+				_ = store.Close(closeCtx())
 			}
 			waitGoroutines(t, 0)
 		})

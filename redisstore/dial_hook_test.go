@@ -28,9 +28,9 @@ func TestOneDialHookPerClient(t *testing.T) {
 	first := hookOf(c)
 	var open []*Store
 	for i := range 50 {
-		st := New(c, WithLogger(quietLogger()))
+		st := must(New(c, WithLogger(quietLogger())))
 		if i%2 == 0 {
-			_ = st.Close()
+			_ = st.Close(closeCtx())
 		} else {
 			open = append(open, st)
 		}
@@ -41,8 +41,8 @@ func TestOneDialHookPerClient(t *testing.T) {
 	if got := hookWatches(c); got != len(open) {
 		t.Fatalf("the hook tells %d watches, want the %d open stores'", got, len(open))
 	}
-	closed := New(c, WithLogger(quietLogger()))
-	_ = closed.Close()
+	closed := must(New(c, WithLogger(quietLogger())))
+	_ = closed.Close(closeCtx())
 	srv.Stop()
 	// A command on a pooled connection meets the closed connection; the
 	// next one dials, and is refused.
@@ -61,7 +61,7 @@ func TestOneDialHookPerClient(t *testing.T) {
 		t.Error("a closed store heard the client's dial")
 	}
 	for _, st := range open {
-		_ = st.Close()
+		_ = st.Close(closeCtx())
 	}
 	if got := hookWatches(c); got != 0 {
 		t.Errorf("after every Close the hook tells %d watches", got)

@@ -108,14 +108,14 @@ func (g *guard) refusing() bool {
 // to hear: a request that probed would wait for them, up to its deadline.)
 func (l *redisLimiter) probeAside(key string) {
 	g := l.guard
-	go func() {
+	g.crew.spawn(func() {
 		sent := g.clock()
 		_, err := l.run(g.wheel.contextFor(g.callTimeout()), key, "p1", 1, false)
 		g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, true)
 		if err != nil {
 			g.reportError(err, sent)
 		}
-	}()
+	})
 }
 
 // kindOf classifies err, the failure of a call sent at sent: a deadline

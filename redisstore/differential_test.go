@@ -116,12 +116,12 @@ func newDiffPair(t *testing.T, alg algorithms.Algorithm, limits []algorithms.Lim
 	now := start
 	p := &diffPair{clock: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
 	var err error
-	if p.mem, err = algorithms.New(memstore.New(memstore.WithClock(p.clock), memstore.WithSweepInterval(sweep)), alg, limits...); err != nil {
+	if p.mem, err = algorithms.New(must(memstore.New(memstore.WithClock(p.clock), memstore.WithSweepInterval(sweep))), alg, limits...); err != nil {
 		t.Fatal(err)
 	}
 	// No denial cache, and a deadline a loaded machine does not reach: this
 	// compares the scripts, not the stand-ins for when Redis is late.
-	if p.red, err = algorithms.New(New(c, WithDenialCache(0), WithTimeout(time.Minute)), alg, limits...); err != nil {
+	if p.red, err = algorithms.New(must(New(c, WithDenialCache(0), WithTimeout(time.Minute))), alg, limits...); err != nil {
 		t.Fatal(err)
 	}
 	p.maxCost = ratemath.QuotaOf(alg, limits[0])

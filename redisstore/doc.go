@@ -18,7 +18,9 @@
 // starts), ledger.go, owed_charges.go, gate.go, settler.go,
 // settle_groups.go and call_groups.go (what a fault leaves owed),
 // eviction_policy.go and eviction_watch.go, concurrency.go and
-// concurrency_releases.go (concurrency leases), version.go.
+// concurrency_releases.go (concurrency leases), version.go. crew.go
+// counts the goroutines the store starts, and close.go stops them and
+// sends what is owed (Store.Close).
 //
 // # Glossary
 //
@@ -41,4 +43,5 @@
 //     release line of concurrency leases.
 //   - guard: the breaker, deadlines and failure mode around every call.
 //   - moving: a Cluster slot being migrated (ASK, TRYAGAIN).
+//   - crew: the goroutines a store started, which Close stops and awaits.
 package redisstore

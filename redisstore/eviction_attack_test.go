@@ -34,8 +34,8 @@ func TestEvictionFloodKeepsExhaustedClient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := smallEvictingRedis(t)
-			st := New(c, append(tt.opts, WithLogger(quietLogger()), WithDenialCache(0))...)
-			t.Cleanup(func() { _ = st.Close() })
+			st := must(New(c, append(tt.opts, WithLogger(quietLogger()), WithDenialCache(0))...))
+			t.Cleanup(func() { _ = st.Close(closeCtx()) })
 			awaitEvictionRead(t, st)
 			l := mustNew(t, st, algorithms.FixedWindow, algorithms.PerHour(10))
 			if got := deciderOf(t, l, "victim"); got != tt.wantFirst {

@@ -51,13 +51,17 @@ type evictionWatch struct {
 	done   chan struct{} // closed when the goroutine has returned
 }
 
-// watchEviction starts a store's eviction watch.
-func watchEviction(client redis.UniversalClient, logger *slog.Logger, mode FailureMode) *evictionWatch {
+// watchEviction starts a store's eviction watch, on a goroutine of the
+// store's crew.
+func watchEviction(client redis.UniversalClient, logger *slog.Logger, mode FailureMode, c *crew) *evictionWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &evictionWatch{client: client, logger: logger, mode: mode, cancel: cancel,
 		every: evictionCheckEvery, retry: evictionRetryEvery, readTimeout: evictionReadTimeout, logEvery: evictionLogEvery,
 		first: make(chan struct{}), done: make(chan struct{})}
-	go w.run(ctx)
+	if !c.spawn(func() { w.run(ctx) }) {
+		close(w.first)
+		close(w.done)
+	}
 	return w
 }
 
@@ -86,13 +90,13 @@ func (w *evictionWatch) await(d time.Duration, cut <-chan struct{}) {
 	}
 }
 
-// close stops the watch and waits for its goroutine.
-func (w *evictionWatch) close() {
-	if w == nil {
-		return
+// stop stops the watch; the store's crew waits for its goroutine (a
+// read in flight ends at its deadline, evictionReadTimeout at most, or
+// sooner on a client that honours a context's cancellation).
+func (w *evictionWatch) stop() {
+	if w != nil {
+		w.cancel()
 	}
-	w.cancel()
-	<-w.done
 }
 
 // run reads the policy until ctx ends or the client is closed; a read

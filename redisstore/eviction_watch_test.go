@@ -81,8 +81,8 @@ func TestStoreDistrustsEvictingRedis(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs syncBuffer
-			st := New(c, append(tt.opts, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))...)
-			t.Cleanup(func() { _ = st.Close() })
+			st := must(New(c, append(tt.opts, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))...))
+			t.Cleanup(func() { _ = st.Close(closeCtx()) })
 			awaitEvictionRead(t, st)
 			ctx := context.Background()
 			l := mustReserver(t, st, algorithms.TokenBucket, algorithms.PerMinute(100))
@@ -116,8 +116,8 @@ func TestChargeWhileRedisMayEvict(t *testing.T) {
 	srv := redistest.StartServerWith(t, "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru")
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = c.Close() })
-	st := New(c, WithLogger(quietLogger()))
-	t.Cleanup(func() { _ = st.Close() })
+	st := must(New(c, WithLogger(quietLogger())))
+	t.Cleanup(func() { _ = st.Close(closeCtx()) })
 	awaitEvictionRead(t, st)
 	l := mustReserver(t, st, algorithms.FixedWindow, algorithms.PerMinute(5))
 	ctx := context.Background()
@@ -139,8 +139,8 @@ func TestEvictionPolicyChangedAtRuntime(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = c.Close() })
 	var logs syncBuffer
-	st := New(c, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	t.Cleanup(func() { _ = st.Close() })
+	st := must(New(c, WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+	t.Cleanup(func() { _ = st.Close(closeCtx()) })
 	awaitEvictionRead(t, st)
 	l := mustNew(t, st, algorithms.SlidingWindowCounter, algorithms.PerMinute(1000))
 	steps := []struct {
@@ -169,18 +169,18 @@ func TestCloseStopsEvictionWatch(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
-	st := New(c, WithLogger(quietLogger()))
+	st := must(New(c, WithLogger(quietLogger())))
 	awaitEvictionRead(t, st)
 	srv.Freeze()
 	defer srv.Thaw()
 	time.Sleep(50 * time.Millisecond) // a read is waiting for the server
-	_ = st.Close()
+	_ = st.Close(closeCtx())
 	select {
 	case <-st.guard.evict.done:
 	default:
 		t.Fatal("Close returned before the eviction watch ended")
 	}
-	_ = st.Close() // again: nothing to stop
+	_ = st.Close(closeCtx()) // again: nothing to stop
 }
 
 // A server that will not tell its policy (CONFIG renamed away, or an ACL
@@ -217,8 +217,8 @@ func TestEvictionPolicyUnreadable(t *testing.T) {
 				t.Fatalf("CheckEvictionPolicy: %v, want ErrEvictionPolicyUnreadable alone", err)
 			}
 			var logs syncBuffer
-			st := New(c, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-			t.Cleanup(func() { _ = st.Close() })
+			st := must(New(c, WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+			t.Cleanup(func() { _ = st.Close(closeCtx()) })
 			awaitEvictionRead(t, st)
 			l := mustNew(t, st, algorithms.FixedWindow, algorithms.PerMinute(10))
 			if got := deciderOf(t, l, "k"); got != algorithms.DecidedByStore {

@@ -116,7 +116,7 @@ func steppedStores(t *testing.T, alg algorithms.Algorithm, limits ...algorithms.
 	store, setServer := miniredisStore(t)
 	now := start
 	clock := func() time.Time { return now }
-	mem, err := algorithms.New(memstore.New(memstore.WithClock(clock)), alg, limits...)
+	mem, err := algorithms.New(must(memstore.New(memstore.WithClock(clock))), alg, limits...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestLargeLimitsOnRedis(t *testing.T) {
 	}
 	ctx := context.Background()
 	for name, c := range clients {
-		store := New(c, WithPrefix(fmt.Sprintf("large%d", prefixes.Add(1))), WithDenialCache(0))
+		store := must(New(c, WithPrefix(fmt.Sprintf("large%d", prefixes.Add(1))), WithDenialCache(0)))
 		for _, alg := range algorithms.Algorithms {
 			for i, l := range largeLimitsFor(alg) {
 				if l.Period < time.Hour {
@@ -227,7 +227,7 @@ func TestLargeLimitsOnRedis(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s %s %s: %v", name, alg, l, err)
 				}
-				mem, err := algorithms.New(memstore.New(), alg, l)
+				mem, err := algorithms.New(must(memstore.New()), alg, l)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -275,7 +275,7 @@ func miniredisStore(t *testing.T) (algorithms.Store, func(time.Time)) {
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { c.Close() })
 	last := start
-	return New(c, WithDenialCache(0), WithTimeout(time.Minute)), func(at time.Time) {
+	return must(New(c, WithDenialCache(0), WithTimeout(time.Minute))), func(at time.Time) {
 		m.SetTime(at)
 		if at.After(last) {
 			m.FastForward(at.Sub(last))
@@ -325,7 +325,7 @@ func TestSlidingLogReadsTheFormerFormat(t *testing.T) {
 		c.ZAdd(ctx, key, redis.Z{Score: float64(at), Member: fmt.Sprintf("%d:%d", at, n)})
 	}
 	m.SetTime(start.Add(100 * ms))
-	l, err := algorithms.New(New(c, WithDenialCache(0), WithTimeout(time.Minute)), algorithms.SlidingWindowLog, algorithms.PerSecond(5))
+	l, err := algorithms.New(must(New(c, WithDenialCache(0), WithTimeout(time.Minute))), algorithms.SlidingWindowLog, algorithms.PerSecond(5))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestSlidingLogTTLAfterStepBack(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
-	l, err := algorithms.New(New(c, WithDenialCache(0), WithTimeout(time.Minute)), algorithms.SlidingWindowLog, algorithms.PerSecond(3))
+	l, err := algorithms.New(must(New(c, WithDenialCache(0), WithTimeout(time.Minute))), algorithms.SlidingWindowLog, algorithms.PerSecond(3))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func TestRefusedDecidesAtOnce(t *testing.T) {
 				opts = append(opts, WithEvictionAllowed())
 			}
 			began := time.Now()
-			store := New(c, opts...)
+			store := must(New(c, opts...))
 			if took := time.Since(began); took > maxFast {
 				t.Fatalf("New took %s, want within %s", took, maxFast)
 			}
@@ -146,7 +146,7 @@ func TestRefusalEndsEveryWait(t *testing.T) {
 				return d.DialContext(ctx, network, addr)
 			}})
 			defer c.Close()
-			store := New(c, WithTimeout(time.Second), WithMaxInFlight(1), WithLogger(quietLogger()), WithEvictionAllowed())
+			store := must(New(c, WithTimeout(time.Second), WithMaxInFlight(1), WithLogger(quietLogger()), WithEvictionAllowed()))
 			l := mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(1000))
 			const n = 8
 			ended := make([]time.Time, n)
@@ -202,7 +202,7 @@ func TestRefusalEndsEveryWait(t *testing.T) {
 func TestRefusedAcquireAtOnce(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: deadPort(t)})
 	defer c.Close()
-	store := New(c, WithLogger(quietLogger()), WithEvictionAllowed()) // the Acquire's the first dial
+	store := must(New(c, WithLogger(quietLogger()), WithEvictionAllowed())) // the Acquire's the first dial
 	cl := mustConcurrency(t, store, 3, time.Minute)
 	began := time.Now()
 	lease, err := cl.Acquire(context.Background(), "k")
@@ -264,7 +264,7 @@ func TestOutageBacksOff(t *testing.T) {
 	logs := &lineLog{}
 	obs := &storeEvents{errors: map[ErrorKind]int{}}
 	const openFor, maxOpenFor, outage = 50 * time.Millisecond, 400 * time.Millisecond, 3 * time.Second
-	store := New(c, WithLogger(slog.New(logs)), WithObserver(obs), WithBreaker(BreakerPolicy{OpenFor: openFor, MaxOpenFor: maxOpenFor}))
+	store := must(New(c, WithLogger(slog.New(logs)), WithObserver(obs), WithBreaker(BreakerPolicy{OpenFor: openFor, MaxOpenFor: maxOpenFor})))
 	l := mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(1_000_000))
 	ctx := context.Background()
 	if r, err := l.Allow(ctx, "warm", 1); err != nil || r.Decider != algorithms.DecidedByStore {

@@ -50,6 +50,9 @@ const gateOthersMax = 10 * time.Second
 // more); a key that owes nothing (its admission's own call may have
 // counted it) for gateGrace from now. b.mu is held.
 func (b *batcher) gateLocked(key queueKey) {
+	if b.closed {
+		return // nothing is owed, nothing will land
+	}
 	if _, ok := b.gates[key]; !ok {
 		if len(b.gates) >= b.maxOwed {
 			return // bounded as the charges are: see the note above

@@ -22,7 +22,7 @@ func TestGateWaitsForOtherDebtors(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
-	store := New(c, WithInstances(4), WithTimeout(50*time.Millisecond), WithLogger(quietLogger()), WithDenialCache(0))
+	store := must(New(c, WithInstances(4), WithTimeout(50*time.Millisecond), WithLogger(quietLogger()), WithDenialCache(0)))
 	l, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(20))
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -62,20 +61,27 @@ func (l *redisLimiter) Reset(ctx context.Context, key string) error {
 // within runs f with the store's deadline, returning when it passes even if
 // the client would wait longer (f then goes on in the background).
 func (l *redisLimiter) within(ctx context.Context, f func(context.Context) error) error {
-	return within(ctx, l.guard.timeout, f)
+	return l.guard.within(ctx, f)
 }
 
-// within runs f with a deadline of timeout (or ctx's, if sooner), returning
-// when it passes even if f would wait longer (f then goes on in the
-// background).
-func within(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
+// within runs f with a deadline of the store's timeout (or ctx's, if
+// sooner) on a goroutine of the store's crew, returning when it passes even
+// if f would wait longer (f then goes on in the background, its context
+// canceled, until the client gives up at that deadline). A closed store
+// runs nothing and returns ErrClosed.
+func (g *guard) within(ctx context.Context, f func(context.Context) error) error {
 	if ctx == nil {
 		ctx = context.Background() // a caller's slip, not worth a panic
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	if g.closed.Load() {
+		return ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- f(ctx) }()
+	if !g.crew.spawn(func() { done <- f(ctx) }) {
+		return ErrClosed
+	}
 	select {
 	case err := <-done:
 		return err

@@ -28,9 +28,9 @@ func TestPeekAndReset(t *testing.T) {
 		store func(prefix string) algorithms.Store
 		slack time.Duration // how far Redis's clock moves between two calls
 	}{
-		{"memory", func(string) algorithms.Store { return memstore.New(memstore.WithClock(clock.Now)) }, 0},
-		{"redis", func(p string) algorithms.Store { return New(single, WithPrefix(p), WithTimeout(time.Minute)) }, 50 * time.Millisecond},
-		{"cluster", func(p string) algorithms.Store { return New(cluster, WithPrefix(p), WithTimeout(time.Minute)) }, 50 * time.Millisecond},
+		{"memory", func(string) algorithms.Store { return must(memstore.New(memstore.WithClock(clock.Now))) }, 0},
+		{"redis", func(p string) algorithms.Store { return must(New(single, WithPrefix(p), WithTimeout(time.Minute))) }, 50 * time.Millisecond},
+		{"cluster", func(p string) algorithms.Store { return must(New(cluster, WithPrefix(p), WithTimeout(time.Minute))) }, 50 * time.Millisecond},
 	}
 	ctx := context.Background()
 	for _, st := range stores {

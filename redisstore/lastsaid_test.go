@@ -24,7 +24,7 @@ func TestLocalStartsFromRedis(t *testing.T) {
 			srv := redistest.StartServer(t)
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 			t.Cleanup(func() { _ = c.Close() })
-			l, err := algorithms.New(New(c, WithInstances(2), WithTimeout(50*time.Millisecond), WithLogger(quietLogger())), alg, algorithms.PerMinute(10))
+			l, err := algorithms.New(must(New(c, WithInstances(2), WithTimeout(50*time.Millisecond), WithLogger(quietLogger()))), alg, algorithms.PerMinute(10))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestLocalRemembersEveryLimit(t *testing.T) {
 			srv := redistest.StartServer(t)
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 			t.Cleanup(func() { _ = c.Close() })
-			l, err := algorithms.New(New(c, WithTimeout(50*time.Millisecond), WithLogger(quietLogger())), alg, short, long)
+			l, err := algorithms.New(must(New(c, WithTimeout(50*time.Millisecond), WithLogger(quietLogger()))), alg, short, long)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +135,7 @@ func TestLocalForgetsStrictly(t *testing.T) {
 			srv := redistest.StartServer(t)
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, PoolSize: 8})
 			t.Cleanup(func() { _ = c.Close() })
-			store := New(c, WithTimeout(time.Second), WithLogger(quietLogger()), WithDenialCache(0))
+			store := must(New(c, WithTimeout(time.Second), WithLogger(quietLogger()), WithDenialCache(0)))
 			store.guard.said = newLastSaid(slots)
 			l, err := algorithms.New(store, alg, algorithms.PerMinute(3))
 			if err != nil {

@@ -49,7 +49,7 @@ func TestSlidingLogCostInRedis(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
 	t.Cleanup(func() { c.Close() })
 	lim := algorithms.Limit{Rate: algorithms.MaxSlidingLogRate, Period: time.Hour}
-	l, err := algorithms.New(New(c, WithPrefix("logcost"), WithDenialCache(0)), algorithms.SlidingWindowLog, lim)
+	l, err := algorithms.New(must(New(c, WithPrefix("logcost"), WithDenialCache(0))), algorithms.SlidingWindowLog, lim)
 	if err != nil {
 		t.Fatal(err)
 	}

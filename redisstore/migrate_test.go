@@ -54,8 +54,8 @@ func TestClusterMigratingSlotDecidedByRedis(t *testing.T) {
 			}
 			// A deadline long enough for the first call, which finds out
 			// through go-redis's redirections and backoff.
-			l, err := algorithms.New(New(c, WithPrefix(prefix), WithTimeout(2*time.Second), WithDenialCache(0),
-				WithLogger(quietLogger())), algorithms.FixedWindow, limits...)
+			l, err := algorithms.New(must(New(c, WithPrefix(prefix), WithTimeout(2*time.Second), WithDenialCache(0),
+				WithLogger(quietLogger()))), algorithms.FixedWindow, limits...)
 			if err != nil {
 				t.Fatal(err)
 			}

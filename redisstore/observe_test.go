@@ -56,17 +56,6 @@ func (o *storeEvents) StoreError(k ErrorKind) {
 	o.errors[k]++
 }
 
-// total is the number of failed calls reported, of every kind.
-func (o *storeEvents) total() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, c := range o.errors {
-		n += c
-	}
-	return n
-}
-
 func (o *storeEvents) BreakerChanged(store string, open bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -83,7 +72,7 @@ func TestStoreObserver(t *testing.T) {
 	// Enough calls in flight that each request below is a call of its own
 	// (its key's), however long the refused dials take: the breaker counts
 	// calls, the observer keys.
-	st := New(c, WithObserver(obs), WithPrefix("obs"), WithLogger(quietLogger()), WithMaxInFlight(8))
+	st := must(New(c, WithObserver(obs), WithPrefix("obs"), WithLogger(quietLogger()), WithMaxInFlight(8)))
 	l, err := algorithms.New(st, algorithms.FixedWindow, algorithms.PerMinute(5))
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +143,7 @@ func TestStoppedRedisCountsAsConnection(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 			defer c.Close()
 			obs := &storeEvents{errors: map[ErrorKind]int{}}
-			store := New(c, WithObserver(obs), WithLogger(quietLogger()), WithMaxInFlight(8))
+			store := must(New(c, WithObserver(obs), WithLogger(quietLogger()), WithMaxInFlight(8)))
 			l, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(5))
 			if err != nil {
 				t.Fatal(err)

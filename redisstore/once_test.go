@@ -54,11 +54,11 @@ func used(t *testing.T, probe algorithms.RateLimiter, key string) int {
 // answer from Redis; when it does not, the request is decided locally.
 func lostReplies(t *testing.T, c, direct redis.UniversalClient, counts *dropCounts, prefix string, alg algorithms.Algorithm, retries bool) {
 	t.Helper()
-	l, err := algorithms.New(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithDenialCache(0)), alg, onceLimit)
+	l, err := algorithms.New(must(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithDenialCache(0))), alg, onceLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)), alg, onceLimit)
+	probe, err := algorithms.New(must(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second))), alg, onceLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestLostPipelineCountsOnce(t *testing.T) {
 			prefix := "pipe-" + string(alg)
 			// One call in flight: the requests that arrive meanwhile go
 			// together in the next round trip, a pipeline.
-			store := New(c, WithPrefix(prefix), WithTimeout(time.Second), WithMaxInFlight(1), WithDenialCache(0))
+			store := must(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithMaxInFlight(1), WithDenialCache(0)))
 			var ls [2]algorithms.Limiter
 			for i := range ls {
 				l, err := algorithms.New(store, alg, onceLimit)
@@ -193,7 +193,7 @@ func TestLostPipelineCountsOnce(t *testing.T) {
 				}
 				ls[i] = l
 			}
-			probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)), alg, onceLimit)
+			probe, err := algorithms.New(must(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second))), alg, onceLimit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,7 +248,7 @@ func TestCallIDsNeverShared(t *testing.T) {
 	ctx := context.Background()
 	var limiters []algorithms.RateLimiter
 	for range 2 {
-		l, err := algorithms.New(New(c), algorithms.FixedWindow, onceLimit)
+		l, err := algorithms.New(must(New(c)), algorithms.FixedWindow, onceLimit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +309,7 @@ func TestReplyKeptBriefly(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			prefix := "brief-" + string(alg)
-			l, err := algorithms.New(New(c, WithPrefix(prefix), WithDenialCache(0)), alg, algorithms.PerMinute(2), algorithms.PerHour(5))
+			l, err := algorithms.New(must(New(c, WithPrefix(prefix), WithDenialCache(0))), alg, algorithms.PerMinute(2), algorithms.PerHour(5))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -365,7 +365,7 @@ func TestNoKeptRepliesWithoutResends(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: tc.retries})
 			defer c.Close()
 			prefix := fmt.Sprint("resend", tc.retries)
-			l, err := algorithms.New(New(c, WithPrefix(prefix)), algorithms.FixedWindow, algorithms.PerMinute(5))
+			l, err := algorithms.New(must(New(c, WithPrefix(prefix))), algorithms.FixedWindow, algorithms.PerMinute(5))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -399,11 +399,11 @@ func TestLostOneRequestChargedOnce(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: proxy, MaxRetries: 1})
 			defer c.Close()
 			prefix := "lost-one-" + string(alg)
-			l, err := algorithms.New(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithDenialCache(0)), alg, onceLimit)
+			l, err := algorithms.New(must(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithDenialCache(0))), alg, onceLimit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)), alg, onceLimit)
+			probe, err := algorithms.New(must(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second))), alg, onceLimit)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -249,8 +249,8 @@ func TestAttack3OneScriptFlushedAndShared(t *testing.T) {
 			t.Run(name+"/"+string(alg), func(t *testing.T) {
 				c := newClient()
 				defer c.Close()
-				s := New(c, WithPrefix("a3s-"+string(alg)), WithTimeout(2*time.Second), WithDenialCache(0))
-				defer s.Close()
+				s := must(New(c, WithPrefix("a3s-"+string(alg)), WithTimeout(2*time.Second), WithDenialCache(0)))
+				defer s.Close(closeCtx())
 				quotas := []int{5, 7}
 				ls := make([]algorithms.RateLimiter, len(quotas))
 				for i, q := range quotas {
@@ -376,12 +376,12 @@ func TestAttack3LostRepliesCountOnce(t *testing.T) {
 					c.AddHook(hook.h)
 				}
 				prefix := "a3lost-" + hook.name + string(alg)
-				l, err := algorithms.New(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithMaxInFlight(1), WithDenialCache(0)),
+				l, err := algorithms.New(must(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithMaxInFlight(1), WithDenialCache(0))),
 					alg, algorithms.PerHour(1000))
 				if err != nil {
 					t.Fatal(err)
 				}
-				probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)), alg, algorithms.PerHour(1000))
+				probe, err := algorithms.New(must(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second))), alg, algorithms.PerHour(1000))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -433,7 +433,7 @@ func TestAttack3TokenBucketHashDebtReads(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	limit := algorithms.PerHour(10)
-	l, err := algorithms.New(New(c, WithPrefix("a3debt"), WithDenialCache(0)), algorithms.TokenBucket, limit)
+	l, err := algorithms.New(must(New(c, WithPrefix("a3debt"), WithDenialCache(0))), algorithms.TokenBucket, limit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +473,7 @@ func TestAttack3DenialSyncProbe(t *testing.T) {
 	const stores = 20
 	var all []*Store
 	for i := range stores {
-		s := New(c, WithPrefix(fmt.Sprint("a3sync", i)))
+		s := must(New(c, WithPrefix(fmt.Sprint("a3sync", i))))
 		all = append(all, s)
 		l, err := algorithms.New(s, algorithms.FixedWindow, algorithms.PerMinute(1))
 		if err != nil {
@@ -499,7 +499,7 @@ func TestAttack3DenialSyncProbe(t *testing.T) {
 	}
 	srv.Restart()
 	for _, s := range all {
-		_ = s.Close()
+		_ = s.Close(closeCtx())
 	}
 	waitGoroutines(t, 0)
 }

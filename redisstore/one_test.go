@@ -31,7 +31,7 @@ func TestOneRequestScript(t *testing.T) {
 			if err := c.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			one, err := algorithms.New(New(c), alg, algorithms.PerMinute(5))
+			one, err := algorithms.New(must(New(c)), alg, algorithms.PerMinute(5))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func TestOneRequestScript(t *testing.T) {
 			if err := c.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			two, err := algorithms.New(New(c), alg, algorithms.PerMinute(5), algorithms.PerHour(50))
+			two, err := algorithms.New(must(New(c)), alg, algorithms.PerMinute(5), algorithms.PerHour(50))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -113,8 +113,8 @@ type chargeTaken struct {
 //
 // doubt says what the admission's own call may have done (see callDoubt).
 func (b *batcher) chargeLocked(key queueKey, cost int, force bool, doubt callDoubt) bool {
-	if doubt == noCharge {
-		return true
+	if doubt == noCharge || b.closed {
+		return true // a closed store owes nothing more: nothing would send it
 	}
 	o := b.owed[key]
 	if o == nil {

@@ -96,7 +96,7 @@ func TestPipelinedKeys(t *testing.T) {
 			defer c.Close()
 			ctx := context.Background()
 			// Two flushers for 400 keys: the keys queue and go in pipelines.
-			store := New(c, WithMaxInFlight(2), WithDenialCache(0), WithPrefix(fmt.Sprint("p", flush)), WithLogger(quietLogger()))
+			store := must(New(c, WithMaxInFlight(2), WithDenialCache(0), WithPrefix(fmt.Sprint("p", flush)), WithLogger(quietLogger())))
 			names := make([]string, 0, keys)
 			for i := 0; len(names) < keys; i++ {
 				// On Cluster, keys of four slots, so that calls can group them.
@@ -149,7 +149,7 @@ func TestBatchingOff(t *testing.T) {
 	defer c.Close()
 	counter := &tripCounter{pipelineCmds: map[string]int{}}
 	c.AddHook(counter)
-	l, err := algorithms.New(New(c, WithBatching(false), WithDenialCache(0), WithMaxInFlight(2)), algorithms.FixedWindow, algorithms.PerMinute(50))
+	l, err := algorithms.New(must(New(c, WithBatching(false), WithDenialCache(0), WithMaxInFlight(2))), algorithms.FixedWindow, algorithms.PerMinute(50))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,11 +197,11 @@ func TestPipelineReloadsScripts(t *testing.T) {
 	counter := &tripCounter{pipelineCmds: map[string]int{}}
 	c.AddHook(counter)
 	ctx := context.Background()
-	lim, err := algorithms.New(New(c), algorithms.TokenBucket, algorithms.PerMinute(3))
+	lim, err := algorithms.New(must(New(c)), algorithms.TokenBucket, algorithms.PerMinute(3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := algorithms.New(New(c), algorithms.FixedWindow, algorithms.PerMinute(1))
+	other, err := algorithms.New(must(New(c)), algorithms.FixedWindow, algorithms.PerMinute(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestGroupedCallIsolatesErrors(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	ctx := context.Background()
-	lim, err := algorithms.New(New(c), algorithms.FixedWindow, algorithms.PerMinute(2))
+	lim, err := algorithms.New(must(New(c)), algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func testExactUnderConcurrency(t *testing.T, newClient func() redis.UniversalCli
 		t.Run(string(alg), func(t *testing.T) {
 			limiters := make([]algorithms.Limiter, clients)
 			for i, c := range cs {
-				l, err := algorithms.New(New(c, WithPrefix("conc"), WithTimeout(10*time.Second)), alg, algorithms.PerHour(limit))
+				l, err := algorithms.New(must(New(c, WithPrefix("conc"), WithTimeout(10*time.Second))), alg, algorithms.PerHour(limit))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -122,7 +122,7 @@ func TestRedisOneRoundTripAndTTLs(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		limits := []algorithms.Limit{algorithms.PerSecond(5), {Rate: 50, Period: 10 * time.Second, Burst: 60}}
 		// Without the denial cache, which answers repeated denials itself.
-		l, err := algorithms.New(New(c, WithDenialCache(0)), alg, limits...)
+		l, err := algorithms.New(must(New(c, WithDenialCache(0))), alg, limits...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,7 @@ func TestRedisSlidingLogBounded(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	ctx := context.Background()
-	l, err := algorithms.New(New(c), algorithms.SlidingWindowLog, algorithms.PerMinute(250))
+	l, err := algorithms.New(must(New(c)), algorithms.SlidingWindowLog, algorithms.PerMinute(250))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestRedisUnreachable(t *testing.T) {
 		{FailOpen, 5, algorithms.DecidedFailOpen},
 		{FailClosed, 0, algorithms.DecidedFailClosed},
 	} {
-		l, err := algorithms.New(New(c, WithFailureMode(tc.mode)), algorithms.TokenBucket, algorithms.PerMinute(2))
+		l, err := algorithms.New(must(New(c, WithFailureMode(tc.mode))), algorithms.TokenBucket, algorithms.PerMinute(2))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestRedisNilContext(t *testing.T) {
 	addr := redistest.Standalone(t)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	l, err := algorithms.New(New(c), algorithms.FixedWindow, algorithms.PerMinute(2))
+	l, err := algorithms.New(must(New(c)), algorithms.FixedWindow, algorithms.PerMinute(2))
 	if err != nil {
 		t.Fatal(err)
 	}

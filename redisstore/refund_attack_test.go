@@ -23,11 +23,11 @@ func TestLostRefundCountsOnce(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			prefix := "refund-once-" + string(alg)
-			l, err := algorithms.New(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithDenialCache(0)), alg, onceLimit)
+			l, err := algorithms.New(must(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithDenialCache(0))), alg, onceLimit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			probe, err := algorithms.New(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second)), alg, onceLimit)
+			probe, err := algorithms.New(must(New(direct, WithPrefix(prefix), WithTimeout(5*time.Second))), alg, onceLimit)
 			if err != nil {
 				t.Fatal(err)
 			}

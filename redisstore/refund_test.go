@@ -171,8 +171,8 @@ func testStores(t *testing.T) []namedStore {
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.Cluster(t), MaxRetries: -1})
 	t.Cleanup(func() { cluster.Close() })
 	return []namedStore{
-		{"memory", memstore.New()},
-		{"redis", New(single, WithPrefix(t.Name()), WithTimeout(time.Minute))},
-		{"cluster", New(cluster, WithPrefix(t.Name()), WithTimeout(time.Minute))},
+		{"memory", must(memstore.New())},
+		{"redis", must(New(single, WithPrefix(t.Name()), WithTimeout(time.Minute)))},
+		{"cluster", must(New(cluster, WithPrefix(t.Name()), WithTimeout(time.Minute)))},
 	}
 }

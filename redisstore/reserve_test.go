@@ -32,7 +32,7 @@ func TestReserveSchedule(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.LeakyBucket, algorithms.TokenBucket} {
 		t.Run(string(alg), func(t *testing.T) {
 			clock := algorithms.NewManualClock(start)
-			r := mustReserver(t, memstore.New(memstore.WithClock(clock.Now)), alg, algorithms.PerSecond(10).WithBurst(1))
+			r := mustReserver(t, must(memstore.New(memstore.WithClock(clock.Now))), alg, algorithms.PerSecond(10).WithBurst(1))
 			var delays []time.Duration
 			for i := range 10 {
 				res, err := r.Reserve(context.Background(), "k", 1, 500*ms)
@@ -85,7 +85,7 @@ func TestRedisReserveSchedule(t *testing.T) {
 	} {
 		c, alg := tc.client, tc.alg
 		t.Run(tc.name, func(t *testing.T) {
-			r := mustReserver(t, New(c, WithPrefix("reserve-"+string(alg))), alg, algorithms.PerSecond(10).WithBurst(1))
+			r := mustReserver(t, must(New(c, WithPrefix("reserve-"+string(alg)))), alg, algorithms.PerSecond(10).WithBurst(1))
 			began := time.Now()
 			var delays []time.Duration
 			refused := 0
@@ -121,7 +121,7 @@ func TestReserveRefused(t *testing.T) {
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { c.Close() })
-	stores := map[string]algorithms.Store{"memory": memstore.New(), "redis": New(c)}
+	stores := map[string]algorithms.Store{"memory": must(memstore.New()), "redis": must(New(c))}
 	for name, store := range stores {
 		for _, alg := range algorithms.Algorithms {
 			t.Run(name+"/"+string(alg), func(t *testing.T) {
@@ -169,8 +169,8 @@ func TestReserveSeveralLimits(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.LeakyBucket, algorithms.TokenBucket} {
 		limits := []algorithms.Limit{algorithms.PerSecond(10).WithBurst(1), algorithms.PerSecond(2)} // 100ms and 500ms a request
 		stores := map[string]algorithms.Store{
-			"memory": memstore.New(memstore.WithClock(func() time.Time { return start })),
-			"redis":  New(c, WithPrefix(string(alg)), WithDenialCache(0)),
+			"memory": must(memstore.New(memstore.WithClock(func() time.Time { return start }))),
+			"redis":  must(New(c, WithPrefix(string(alg)), WithDenialCache(0))),
 		}
 		for name, store := range stores {
 			t.Run(string(alg)+"/"+name, func(t *testing.T) {
@@ -301,7 +301,7 @@ func runReserveDifferential(t *testing.T, alg algorithms.Algorithm, limits []alg
 // capacity plus that excess, not to the capacity alone.
 func TestMemoryReservedExcessKept(t *testing.T) {
 	clock := algorithms.NewManualClock(start)
-	store := memstore.New(memstore.WithClock(clock.Now))
+	store := must(memstore.New(memstore.WithClock(clock.Now)))
 	l := mustNew(t, store, algorithms.LeakyBucket, algorithms.PerSecond(1).WithBurst(1))
 	r := l.(algorithms.RateLimiter)
 	ctx := context.Background()

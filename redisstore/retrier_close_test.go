@@ -24,7 +24,7 @@ func owedLen(b *batcher) (owed, gates int, retrying bool) {
 func TestRetrierStopsOnClose(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-	st := New(c, WithLogger(quietLogger()), WithTimeout(50*time.Millisecond))
+	st := must(New(c, WithLogger(quietLogger()), WithTimeout(50*time.Millisecond)))
 	l, err := algorithms.New(st, algorithms.FixedWindow, algorithms.PerMinute(10))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestRetrierStopsOnClose(t *testing.T) {
 	for range 5 {
 		_, _ = l.Allow(ctx, "k", 1)
 	}
-	_ = st.Close()
+	_ = st.Close(closeCtx())
 	_ = c.Close()
 	time.Sleep(3 * time.Second)
 	owed, gates, retrying := owedLen(st.guard.batcher)

@@ -34,8 +34,8 @@ func scaleStoresAt(t *testing.T, addr string, n int, alg algorithms.Algorithm, l
 	for range n {
 		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 16})
 		t.Cleanup(func() { _ = c.Close() })
-		s := New(c, append([]Option{WithInstances(n), WithLogger(quietLogger())}, opts...)...)
-		t.Cleanup(func() { _ = s.Close() })
+		s := must(New(c, append([]Option{WithInstances(n), WithLogger(quietLogger())}, opts...)...))
+		t.Cleanup(func() { _ = s.Close(closeCtx()) })
 		l, err := algorithms.New(s, alg, limits...)
 		if err != nil {
 			t.Fatal(err)
@@ -288,4 +288,15 @@ func TestScaleOneClientManyIdentities(t *testing.T) {
 	if served.Load() < honest*99/100 {
 		t.Errorf("%d of %d other clients' first requests passed; want at least 99%%", served.Load(), honest)
 	}
+}
+
+// total is the number of failed calls reported, of every kind.
+func (o *storeEvents) total() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, c := range o.errors {
+		n += c
+	}
+	return n
 }

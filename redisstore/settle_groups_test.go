@@ -28,8 +28,8 @@ func TestGroupedChargesCountOnce(t *testing.T) {
 			{algorithms.PerMinute(quota), algorithms.PerHour(5 * quota)},
 		} {
 			t.Run(fmt.Sprintf("%s/%d limits", alg, len(limits)), func(t *testing.T) {
-				st := New(c, WithPrefix(fmt.Sprintf("g%s%d", alg, len(limits))), WithLogger(quietLogger()))
-				defer st.Close()
+				st := must(New(c, WithPrefix(fmt.Sprintf("g%s%d", alg, len(limits))), WithLogger(quietLogger())))
+				defer st.Close(closeCtx())
 				rl, err := algorithms.New(st, alg, limits...)
 				if err != nil {
 					t.Fatal(err)

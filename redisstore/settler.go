@@ -32,7 +32,8 @@ import (
 // so a store that died owing holds no gate for longer.
 //
 // It runs while any key owes or is gated, one goroutine a store, and ends
-// by itself when none does or the store is closed.
+// by itself when none does, or when the store closes: Close then sends
+// what is owed itself, until its context ends (close.go).
 //
 // Proved by TestSettleAtRedisSpeed and TestChargesAcrossInstances.
 
@@ -62,8 +63,8 @@ const gateSweepEvery = chargeRetryMin
 // renewed.
 const debtorTTL = 2 * time.Second
 
-// close stops the settler and drops what is owed: a closed store sends
-// nothing more.
+// close drops what is still owed and every gate, and owes nothing from
+// then on: Close calls it once it has settled what it could (close.go).
 func (b *batcher) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -73,11 +74,11 @@ func (b *batcher) close() {
 	b.gated.Store(0)
 }
 
-// startRetrierLocked starts the settler unless it runs. b.mu is held.
+// startRetrierLocked starts the settler unless it runs or the store is
+// closing (Close then settles what is owed). b.mu is held.
 func (b *batcher) startRetrierLocked() {
 	if !b.retrying && !b.closed {
-		b.retrying = true
-		go b.retryCharges()
+		b.retrying = b.crew.spawn(b.retryCharges)
 	}
 }
 
@@ -89,15 +90,28 @@ func (b *batcher) retryCharges() {
 	wait := chargeRetryMin
 	var swept time.Time
 	for {
+		stopping := false
 		if wait > 0 {
-			time.Sleep(wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-b.crew.stopping():
+				stopping = true
+			}
+			t.Stop()
+		} else {
+			select {
+			case <-b.crew.stopping():
+				stopping = true
+			default:
+			}
 		}
 		b.mu.Lock()
 		if len(b.gates) > 0 && (wait > 0 || time.Since(swept) >= gateSweepEvery) {
 			b.sweepGatesLocked(b.clock())
 			swept = time.Now()
 		}
-		if b.closed || len(b.owed) == 0 && len(b.gates) == 0 && !b.debtors.listed() {
+		if stopping || b.closed || len(b.owed) == 0 && len(b.gates) == 0 && !b.debtors.listed() {
 			b.retrying = false
 			b.mu.Unlock()
 			return
@@ -134,9 +148,9 @@ func (b *batcher) settleRound(owes bool, asks []groupAsk, taken []chargeTaken) b
 		})
 	}
 	if owes && !b.debtors.listed() {
-		failed.Store(!b.debtors.tell(owes))
+		failed.Store(!b.debtors.tell(context.Background(), owes))
 	} else {
-		do(func() bool { return b.debtors.tell(owes) })
+		do(func() bool { return b.debtors.tell(context.Background(), owes) })
 	}
 	for part := range slices.Chunk(asks, settleChunk) {
 		do(func() bool { return b.resolveGroups(part) })
@@ -170,8 +184,13 @@ func (b *batcher) takeIdleChargesLocked(most int) []chargeTaken {
 // Observer.StoreError): it tries again until Redis answers.
 func (b *batcher) sendCharges(taken []chargeTaken) bool {
 	g := taken[0].key.l.guard
+	return b.sendChargesIn(g.wheel.contextFor(g.callTimeout()), taken)
+}
+
+// sendChargesIn is sendCharges under ctx (Close's, see settleAll).
+func (b *batcher) sendChargesIn(ctx context.Context, taken []chargeTaken) bool {
 	calls, parts := groupedChargeCalls(taken)
-	_ = runCalls(g.wheel.contextFor(g.callTimeout()), taken[0].key.l.client, calls)
+	_ = runCalls(ctx, taken[0].key.l.client, calls)
 	return b.settleParts(taken, parts)
 }
 
@@ -221,8 +240,9 @@ func (d *debtors) listed() bool { return d != nil && d.in }
 func (d *debtors) othersOwe() bool { return d != nil && d.others.Load() }
 
 // tell renews this store's entry when it owes, drops it when it does not,
-// learns whether others owe, and reports whether Redis answered.
-func (d *debtors) tell(owes bool) bool {
+// learns whether others owe, and reports whether Redis answered, waiting
+// for Redis at most d.timeout (or until ctx ends).
+func (d *debtors) tell(ctx context.Context, owes bool) bool {
 	if d == nil {
 		return true
 	}
@@ -233,7 +253,7 @@ func (d *debtors) tell(owes bool) bool {
 	case d.in:
 		op = "-"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	n, err := debtorsScript.Run(ctx, d.client, []string{d.key}, d.id, op, debtorTTL.Milliseconds()).Int64()
 	if owes {

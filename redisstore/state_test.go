@@ -22,7 +22,7 @@ func TestTokenBucketHashStateReads(t *testing.T) {
 	limit := algorithms.PerHour(10)
 	for _, limits := range [][]algorithms.Limit{{limit}, {limit, algorithms.PerMinute(5)}} {
 		c.FlushAll(ctx)
-		l, err := algorithms.New(New(c, WithPrefix("legacy"), WithDenialCache(0)), algorithms.TokenBucket, limits...)
+		l, err := algorithms.New(must(New(c, WithPrefix("legacy"), WithDenialCache(0))), algorithms.TokenBucket, limits...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,21 +52,21 @@ var scripts = map[algorithms.Algorithm]*redis.Script{
 type Store struct {
 	client redis.UniversalClient
 	cfg    config
-	err    error
 	guard  *guard
 	local  *memstore.Store // the local twins' store
 }
 
-// New returns a store that keeps state in Redis through client.
-// Options it cannot use, and a nil client, make New return an error.
+// New returns a store that keeps state in Redis through client, or an
+// error wrapping algorithms.ErrInvalidOption for an option it cannot use
+// (a nil one among them) or a nil client; it returns no store then.
 //
 // New adds a hook to client (a *redis.Client, Sentinel's included, or the
 // node clients a *redis.ClusterClient makes from then on; not to other
 // clients) that watches its dials and nothing else: a dial that Redis
 // refuses (a stopped server) opens the breaker at once and ends every
 // decision's wait, so that a dead Redis costs each decision well under a
-// millisecond, from the first (see dial_watch.go). The hook stays on the
-// client after Close.
+// millisecond, from the first (see dial_watch.go). go-redis cannot remove
+// a hook: after Close it stays on the client, inert (see dial_hook.go).
 //
 // Any go-redis client settings keep each decision counted once: go-redis
 // sends a script call again when its reply was lost (a Client up to
@@ -76,64 +76,46 @@ type Store struct {
 // again, so its calls carry no id and Redis keeps no replies for them.
 //
 // New asks Redis for its maxmemory-policy, waiting for the answer at most
-// the store's timeout (WithTimeout), and asks again every minute: while
-// Redis may evict the store's keys, its limiters decide by the FailureMode
-// (see CheckEvictionPolicy and WithEvictionAllowed).
-func New(client redis.UniversalClient, opts ...Option) *Store {
+// the store's timeout (WithTimeout), and asks again every minute on a
+// goroutine of the store's: while Redis may evict the store's keys, its
+// limiters decide by the FailureMode (see CheckEvictionPolicy and
+// WithEvictionAllowed). The store's other goroutines start as they are
+// needed; Close stops them all.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	cfg, err := newConfig(opts)
-	if isNilValue(client) && err == nil {
-		err = fmt.Errorf("%w: nil Redis client", algorithms.ErrInvalidOption)
+	if err != nil {
+		return nil, err
 	}
-	s := &Store{client: client, cfg: cfg, err: err}
-	if err == nil {
-		s.guard = newGuard(cfg, poolSize(client))
-		s.guard.inline = honoursDeadlines(client)
-		s.guard.releases = newReleaseLine(client, onceTTL(cfg.redis.timeout), s.guard.callTimeout())
-		s.guard.dials = watchDials(client, cfg.clock, s.guard.refused)
-		if cc, ok := client.(*redis.ClusterClient); ok {
-			s.guard.reload = func() { cc.ReloadState(context.Background()) }
-		}
-		s.guard.batcher.debtors = newDebtors(client, cfg.prefix, s.guard.ids.prefix, min(s.guard.callTimeout(), max(2*s.guard.timeout, 200*time.Millisecond)))
-		s.local = memstore.New(memstore.WithClock(cfg.clock))
-		s.guard.denials.follow(client, cfg.prefix, cfg.clock, s.guard.logger)
-		if !cfg.redis.evictionAllowed {
-			cut := s.guard.wheel.cutOff() // before the watch dials: a refusal ends the wait
-			s.guard.evict = watchEviction(client, s.guard.logger, cfg.redis.mode)
-			s.guard.evict.await(cfg.redis.timeout, cut)
-		}
+	if isNilValue(client) {
+		return nil, fmt.Errorf("%w: nil Redis client", algorithms.ErrInvalidOption)
 	}
-	return s
-}
-
-// Close ends what the store runs in the background, and waits for it: the
-// subscription that keeps its denial cache in step with refunds and resets
-// made through other stores (see DenialCacheBound), which starts when the
-// store first caches a denial, the reading of Redis's eviction policy, and
-// the goroutine that releases from Redis the concurrency leases a fault
-// left there (65,536 leases at most). It does not close the client, which
-// the caller owns; closing the client ends the subscription too, within a
-// second, and the policy's reading at its next read. The store's limiters
-// go on deciding after Close, but a cached denial then answers only for
-// DenialCacheBound after its request, and a concurrency lease Redis may
-// hold after a fault expires there. Close always returns nil.
-func (s *Store) Close() error {
-	if s.guard != nil {
-		s.guard.denials.close()
-		s.guard.batcher.close()
-		s.guard.evict.close()
-		s.guard.releases.close()
-		s.guard.dials.stop()
+	local, err := memstore.New(memstore.WithClock(cfg.clock))
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	s := &Store{client: client, cfg: cfg, local: local}
+	g := newGuard(cfg, poolSize(client))
+	s.guard = g
+	g.inline = honoursDeadlines(client)
+	g.releases = newReleaseLine(client, onceTTL(cfg.redis.timeout), g.callTimeout(), g.crew)
+	g.dials = watchDials(client, cfg.clock, g.refused)
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		g.reload = func() { cc.ReloadState(context.Background()) }
+	}
+	g.batcher.debtors = newDebtors(client, cfg.prefix, g.ids.prefix, min(g.callTimeout(), max(2*g.timeout, 200*time.Millisecond)))
+	g.denials.follow(client, cfg.prefix, cfg.clock, g.logger, g.crew)
+	if !cfg.redis.evictionAllowed {
+		cut := g.wheel.cutOff() // before the watch dials: a refusal ends the wait
+		g.evict = watchEviction(client, g.logger, cfg.redis.mode, g.crew)
+		g.evict.await(cfg.redis.timeout, cut)
+	}
+	return s, nil
 }
 
 // NewLimiter implements Store.
 func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) (algorithms.RateLimiter, error) {
-	if s == nil || s.err == nil && s.guard == nil {
+	if s == nil || s.guard == nil {
 		return nil, fmt.Errorf("%w: a Redis store must come from New", algorithms.ErrInvalidOption)
-	}
-	if s.err != nil {
-		return nil, s.err
 	}
 	shares, twinIndex := twinLimits(alg, limits, s.cfg.redis.instances)
 	twin, err := algorithms.New(s.local, alg, shares...)

@@ -39,7 +39,7 @@ func TestInstancesTwinAcceptsWhatMemoryAccepts(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, memErr := algorithms.New(memstore.New(), tc.alg, tc.limits...)
+			_, memErr := algorithms.New(must(memstore.New()), tc.alg, tc.limits...)
 			clock := algorithms.NewManualClock(start)
 			l, err := algorithms.New(storeNeverUsed(t, WithInstances(tc.n), WithClock(clock.Now)), tc.alg, tc.limits...)
 			if (memErr != nil) != tc.wantErr || (err != nil) != tc.wantErr {
@@ -73,16 +73,16 @@ func TestInstancesAcceptanceMatchesMemoryRandom(t *testing.T) {
 		}
 		return l
 	}
-	mem := memstore.New()
+	mem := must(memstore.New())
 	c := redisClientNeverUsed()
 	defer c.Close()
 	for range 3000 {
 		alg, n := algorithms.Algorithms[rng.IntN(len(algorithms.Algorithms))], 1+rng.IntN(6)
 		limits := []algorithms.Limit{pick(), pick()}
 		_, memErr := algorithms.New(mem, alg, limits...)
-		st := New(c, WithInstances(n), WithEvictionAllowed()) // no wait for a policy nobody can read
+		st := must(New(c, WithInstances(n), WithEvictionAllowed())) // no wait for a policy nobody can read
 		_, err := algorithms.New(st, alg, limits...)
-		_ = st.Close()
+		_ = st.Close(closeCtx())
 		if (memErr == nil) != (err == nil) {
 			t.Fatalf("%s %v with %d instances: memory %v, Redis %v", alg, limits, n, memErr, err)
 		}

@@ -53,7 +53,7 @@ func TestUserStoreClocked(t *testing.T) {
 	storetest.RunClocked(t, func(t *testing.T) (algorithms.Store, func(time.Duration)) {
 		clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
 		start := clock.Now()
-		s := &countingStore{inner: memstore.New(memstore.WithClock(clock.Now)), decisions: &decisions}
+		s := &countingStore{inner: must(memstore.New(memstore.WithClock(clock.Now))), decisions: &decisions}
 		return s, func(at time.Duration) { clock.Set(start.Add(at)) }
 	})
 }
@@ -61,6 +61,6 @@ func TestUserStoreClocked(t *testing.T) {
 func TestUserStore(t *testing.T) {
 	var decisions atomic.Int64
 	storetest.Run(t, func(t *testing.T) algorithms.Store {
-		return &countingStore{inner: memstore.New(), decisions: &decisions}
+		return &countingStore{inner: must(memstore.New()), decisions: &decisions}
 	})
 }

@@ -15,6 +15,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,13 +74,17 @@ func check(path string, useStore bool, w io.Writer) error {
 	opts := append(stubs(cfg), config.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if !useStore {
 		cfg.Redis, cfg.Memory = nil, config.Memory{}
-		opts = append(opts, config.WithStore(memstore.New()))
+		store, err := memstore.New()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, config.WithStore(store))
 	}
 	rt, err := cfg.Build(opts...)
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
+	defer rt.Close(context.Background()) // no request was served: nothing is owed
 	if useStore {
 		where = rt.Store()
 	}

@@ -136,7 +136,11 @@ func drawAll(out, bench string, stdout, stderr io.Writer) error {
 func simulate(p traffic, alg algorithms.Algorithm) (plotter.XYs, error) {
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := algorithms.NewManualClock(start)
-	lim, err := algorithms.New(memstore.New(memstore.WithClock(clock.Now)), alg, limit)
+	store, err := memstore.New(memstore.WithClock(clock.Now))
+	if err != nil {
+		return nil, err
+	}
+	lim, err := algorithms.New(store, alg, limit)
 	if err != nil {
 		return nil, err
 	}

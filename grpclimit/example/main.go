@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
@@ -37,7 +38,7 @@ func main() {
 	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (redis://host:port/db); empty keeps the limits in memory")
 	flag.Parse()
 
-	store, where, err := newStore(*redisURL)
+	store, where, closeStore, err := newStore(*redisURL)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -73,18 +74,36 @@ func main() {
 	if err := srv.Serve(lis); err != nil {
 		log.Fatal(err)
 	}
+	// Stopped: the store sends Redis what it owes, for 5 seconds at most.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := closeStore(ctx); err != nil {
+		log.Print(err)
+	}
 }
 
 // newStore returns a Redis store for url, or a memory store when url is
-// empty, and where it keeps the limits.
-func newStore(url string) (algorithms.Store, string, error) {
+// empty, where it keeps the limits, and the function that closes it (the
+// store, then its client) at shutdown.
+func newStore(url string) (algorithms.Store, string, func(context.Context) error, error) {
 	if url == "" {
-		return memstore.New(), "in memory (this process only)", nil
+		store, err := memstore.New()
+		return store, "in memory (this process only)", store.Close, err
 	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	opts.ContextTimeoutEnabled = true
-	return redisstore.New(redis.NewClient(opts)), "in Redis", nil
+	client := redis.NewClient(opts)
+	store, err := redisstore.New(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, "", nil, err
+	}
+	closeStore := func(ctx context.Context) error {
+		defer client.Close() // after the store
+		return store.Close(ctx)
+	}
+	return store, "in Redis", closeStore, nil
 }

@@ -53,7 +53,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // no window rolls over within a test.
 func newLimiter(t *testing.T, client redis.UniversalClient, rate int, opts ...redisstore.Option) algorithms.Limiter {
 	t.Helper()
-	store := redisstore.New(client, append([]redisstore.Option{redisstore.WithLogger(quiet)}, opts...)...)
+	store := must(redisstore.New(client, append([]redisstore.Option{redisstore.WithLogger(quiet)}, opts...)...))
 	l, err := algorithms.New(store, algorithms.FixedWindow, algorithms.PerMinute(rate))
 	if err != nil {
 		t.Fatal(err)

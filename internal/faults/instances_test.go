@@ -65,8 +65,8 @@ func TestChargesAcrossInstances(t *testing.T) {
 				admin := newClient(t, clientKinds[1], srv.Addr)
 				var ls []algorithms.Limiter
 				for range instances {
-					store := redisstore.New(newClient(t, clientKinds[0], srv.Addr),
-						redisstore.WithLogger(quiet), redisstore.WithInstances(instances))
+					store := must(redisstore.New(newClient(t, clientKinds[0], srv.Addr),
+						redisstore.WithLogger(quiet), redisstore.WithInstances(instances)))
 					l, err := algorithms.New(store, alg, algorithms.Limit{Rate: rate, Period: time.Hour})
 					if err != nil {
 						t.Fatal(err)

@@ -52,7 +52,7 @@ func Replay(t *testing.T, obs Observer, seen func() bool) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
-	mem := memstore.New(memstore.WithClock(clock.Now))
+	mem := must(memstore.New(memstore.WithClock(clock.Now)))
 
 	// search: 2 allowed, 1 denied, 1 key error (an unknown API key).
 	search := mustMiddleware(t, mustNew(t, mem, algorithms.FixedWindow, algorithms.PerMinute(2)),
@@ -79,7 +79,12 @@ func Replay(t *testing.T, obs Observer, seen func() bool) {
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer client.Close()
-	store := redisstore.New(client, redisstore.WithObserver(obs), redisstore.WithLogger(quiet), redisstore.WithPrefix("api"))
+	store := must(redisstore.New(client, redisstore.WithObserver(obs), redisstore.WithLogger(quiet), redisstore.WithPrefix("api")))
+	defer func() { // before the client; Redis is stopped by then: a short wait
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = store.Close(ctx)
+	}()
 	api := mustMiddleware(t, mustNew(t, store, algorithms.FixedWindow, algorithms.PerMinute(5)),
 		middleware.WithObserver(obs), middleware.WithPolicyName("api"))(ok)
 	send(api, "192.0.2.3:1")
@@ -109,13 +114,22 @@ func Replay(t *testing.T, obs Observer, seen func() bool) {
 func ReplaySkipped(t *testing.T, obs Observer) {
 	t.Helper()
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	h := mustMiddleware(t, mustNew(t, memstore.New(), algorithms.FixedWindow, algorithms.PerMinute(5)),
+	h := mustMiddleware(t, mustNew(t, must(memstore.New()), algorithms.FixedWindow, algorithms.PerMinute(5)),
 		middleware.WithObserver(obs), middleware.WithPolicyName("api"),
 		middleware.WithSkip(func(r *http.Request) bool { return r.RemoteAddr == "192.0.2.9:1" }))(ok)
 	for range 4 {
 		send(h, "192.0.2.9:1")
 	}
 	send(h, "192.0.2.1:1")
+}
+
+// must returns a store New made, and panics with New's error: the stores
+// here are made with valid options.
+func must[S any](s S, err error) S {
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 func send(h http.Handler, addr string, header ...string) {

@@ -105,7 +105,11 @@ func Memstore(alg algorithms.Algorithm, n int) func(b *testing.B) {
 	return func(b *testing.B) {
 		once.Do(func() {
 			var l algorithms.RateLimiter
-			if l, err = algorithms.New(memstore.New(), alg, Limit); err != nil {
+			var store *memstore.Store
+			if store, err = memstore.New(); err != nil {
+				return
+			}
+			if l, err = algorithms.New(store, alg, Limit); err != nil {
 				return
 			}
 			ctx := context.Background()

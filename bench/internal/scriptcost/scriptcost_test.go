@@ -81,7 +81,11 @@ func subjects(b *testing.B, c *redis.Client) ([]string, map[string]decider) {
 		}
 	}
 	for _, alg := range algorithms.Algorithms {
-		l, err := algorithms.New(redisstore.New(c, redisstore.WithDenialCache(0), redisstore.WithTimeout(2*time.Second)), alg, limit(alg))
+		store, err := redisstore.New(c, redisstore.WithDenialCache(0), redisstore.WithTimeout(2*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := algorithms.New(store, alg, limit(alg))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,10 +1,12 @@
 package subjects
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -17,7 +19,10 @@ import (
 // subject per algorithm, then the fixed window with the three headers
 // go-chi/httprate sends (ThreeHeaders).
 func RedlimitMemory() []Subject {
-	newStore := func() algorithms.Store { return memstore.New() }
+	newStore := func() algorithms.Store {
+		st, _ := memstore.New() // no options: nothing to refuse
+		return st
+	}
 	out := make([]Subject, 0, len(algorithms.Algorithms)+1)
 	for _, alg := range algorithms.Algorithms {
 		out = append(out, RedlimitSubject(alg, newStore, ""))
@@ -50,12 +55,23 @@ func RedlimitRedisSubject(alg algorithms.Algorithm, variant string, opts ...redi
 	}
 	return Subject{Name: name, Kind: Redis, Build: func(env Env, next http.Handler) (*Instance, error) {
 		client := newClient(env)
-		inst, err := buildRedlimit(env, next, alg, redisstore.New(client, opts...))
+		store, err := redisstore.New(client, opts...)
 		if err != nil {
 			_ = client.Close()
 			return nil, err
 		}
-		inst.Close = func() { _ = client.Close() }
+		inst, err := buildRedlimit(env, next, alg, store)
+		closeAll := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = store.Close(ctx) // before its client
+			_ = client.Close()
+		}
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		inst.Close = closeAll
 		return inst, nil
 	}}
 }
