@@ -55,6 +55,7 @@ type Store struct {
 	err    error
 	guard  *guard
 	local  *memstore.Store // the local twins' store
+	leases leaseWorker     // WithLeases: renewals and returns (see lease_worker.go)
 }
 
 // New returns a store that keeps state in Redis through client.
@@ -124,6 +125,7 @@ func (s *Store) Close() error {
 		s.guard.releases.close()
 		s.guard.dials.stop()
 	}
+	s.leases.stop()
 	return nil
 }
 
@@ -159,6 +161,7 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 		l.scriptOne = redis.NewScript(lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 		l.scriptBatch = redis.NewScript(lua.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 	}
+
 	// A deciding call has one key and one argument more: its reply's (see
 	// onceTTL).
 	l.onceTTL = strconv.FormatInt(onceTTL(s.cfg.redis.timeout).Milliseconds(), 10)
@@ -167,6 +170,9 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 		c := &redisCall{keys: make([]string, len(limits)+1), one: make([]any, 0, 2), once: newOnceArg(l.onceTTL)}
 		c.args = append(append([]any(nil), args...), c.once)
 		return c
+	}
+	if ll := s.leased(l); ll != nil { // WithLeases (see lease_limiter.go)
+		return ll, nil
 	}
 	return l, nil
 }
