@@ -18,7 +18,10 @@
 // starts), ledger.go, owed_charges.go, gate.go, settler.go,
 // settle_groups.go and call_groups.go (what a fault leaves owed),
 // eviction_policy.go and eviction_watch.go, concurrency.go and
-// concurrency_releases.go (concurrency leases), version.go.
+// concurrency_releases.go (concurrency leases), version.go. Under
+// WithLeases: lease_option.go (what is leased), lease_limiter.go (a
+// decision from a lease, or a grant), lease_table.go (leases per key) and
+// lease_worker.go (renewals and returns).
 //
 // # Glossary
 //
@@ -39,6 +42,10 @@
 //   - settler: the goroutine that sends what a store owes.
 //   - line: the requests of one key waiting for its call; also the
 //     release line of concurrency leases.
+//   - lease: units of a key's current window that Redis granted this
+//     instance under WithLeases, spent in memory; grant, return: the
+//     lease script's two operations, each counted once by lease id.
+//   - holder: an instance with a live lease of a key.
 //   - guard: the breaker, deadlines and failure mode around every call.
 //   - moving: a Cluster slot being migrated (ASK, TRYAGAIN).
 package redisstore
