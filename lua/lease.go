@@ -3,13 +3,23 @@ package lua
 import "fmt"
 
 // Lease returns the script that grants and takes back leases of a limit of
-// the fixed window or the sliding window counter, named as OneRequest's
-// algorithm is, whose rate, period, burst and unit are written into it
-// (see lease.lua for its keys, arguments and answers). The unit must be 1.
-// It returns "" for any other algorithm or unit.
+// one of the algorithms, named as OneRequest's is, whose rate, period,
+// burst and unit are written into it (see lease.lua for its keys,
+// arguments and answers): the fixed window and the sliding window
+// counter, of unit 1, and both buckets. It returns "" for any other
+// algorithm, or a sliding window counter of another unit.
 func Lease(algorithm string, rate, period, burst, unit int64) string {
-	if algorithm != "fixed_window" && algorithm != "sliding_window_counter" || unit != 1 {
+	kind := ""
+	switch algorithm {
+	case "fixed_window":
+		kind = "fixed"
+	case "sliding_window_counter":
+		kind = "sliding"
+	case "token_bucket", "leaky_bucket":
+		kind = "bucket"
+	}
+	if kind == "" || kind == "sliding" && unit != 1 {
 		return ""
 	}
-	return baked(algorithm, rate, period, burst, unit) + fmt.Sprintf("local FIXED = %t\n", algorithm == "fixed_window") + mustRead("lease.lua")
+	return baked(algorithm, rate, period, burst, unit) + fmt.Sprintf("local KIND = %q\n", kind) + mustRead("lease.lua")
 }

@@ -1,48 +1,55 @@
--- Leases of a limit of the fixed window or the sliding window counter (see
--- Lease): a slice of the current window's units granted to one holder,
--- which spends it in memory, and given back once by the holder's lease id
--- when unspent. Before this: units.lua, the algorithm's file, the limit as
--- RATE, PERIOD, BURST and UNIT (UNIT is 1), and FIXED (true for the fixed
--- window).
+-- Leases of a limit (see Lease): units of a key's limit granted to one
+-- holder, which spends them in memory, and given back once by the
+-- holder's lease id when unspent. For the fixed window and the sliding
+-- window counter a lease is units of the current window, for the buckets
+-- tokens. Before this: units.lua, the algorithm's file, the limit as RATE,
+-- PERIOD, BURST and UNIT (UNIT is 1 for the windows), and KIND ('fixed',
+-- 'sliding' or 'bucket').
 --
 -- KEYS[1] is the limit's state, KEYS[2] the key's lease records (a hash:
--- "w", the start of the window they belong to, and per lease id "<granted>
--- <window start> <returned 0|1>|<reply>"), KEYS[3] its holders (a sorted
--- set of lease ids scored by their end, µs). All three share the key's hash
--- tag. ARGV[1] is the operation, ARGV[2] the lease id.
+-- "w", the start of the window they belong to, 0 for a bucket, and per
+-- lease id "<granted> <window start> <returned 0|1>|<reply>"), KEYS[3] its
+-- holders (a sorted set of lease ids scored by their end, µs). All three
+-- share the key's hash tag. ARGV[1] is the operation, ARGV[2] the lease
+-- id.
 --
 -- "g", grant: ARGV[3] the cost of the request it decides (0: a renewal,
 -- which decides none), ARGV[4] the units wanted, ARGV[5] the lease's
 -- longest life (µs), ARGV[6] how long (ms) to keep the records past the
--- window's end. It decides the request as the algorithm's script does,
--- then grants up to the units wanted, at most what is left after the
--- request divided by the live holders plus one (so a holder leaves the
--- others their part), for the rest of the lease's life and never past the
--- window's end. Every unit granted is counted in the window's state at
--- once: what the holders spend never pushes the count past the limit. It
--- answers "<allowed> 1 <remaining> <retry µs> <reset µs> <granted> <lease
--- µs>", remaining what is left after the request and the grant. A grant
--- that consumed something keeps its reply under its id: a grant sent again
+-- lease's window (a bucket's: the lease's life). It decides the request as
+-- the algorithm's script does, then grants up to the units wanted, at most
+-- what is left after the request divided by the live holders plus one (so
+-- a holder leaves the others their part), for the rest of the lease's life
+-- and never past the window's end. Every unit granted is counted in the
+-- state at once: what the holders spend never pushes the count past the
+-- limit (a bucket's tokens are taken when granted). It answers
+-- "<allowed> 1 <remaining> <retry µs> <reset µs> <granted> <lease µs>",
+-- remaining what is left after the request and the grant. A grant that
+-- consumed something keeps its reply under its id: a grant sent again
 -- answers from it and grants nothing more. A new window forgets the
--- previous one's records (a grant sent again across a window's end is
--- decided again: on the strict side).
+-- previous one's records, and a key's records are forgotten when they pass
+-- MAX_RECORDS (a grant sent again then is decided again, and a return
+-- gives nothing back: both on the strict side).
 --
 -- "r", return: ARGV[3] the units unspent. It gives back at most what the
 -- lease was granted, once per lease id, and only while the lease's window
 -- lasts; it ends the lease as a holder. It answers the units given back,
 -- and when it gave some, announces the key on "<prefix>:denials" as a
 -- refund does, so that every instance forgets the key's cached denials.
+local MAX_RECORDS = 1024
 local key, records, holders, op, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 -- window returns, after check, the start and the end (µs) of the window
--- that check found.
-local function window()
-  if FIXED then
+-- that check found; for a bucket, 0 and the end of a lease granted now.
+local function window(life)
+  if KIND == 'fixed' then
     return ends[1] - PERIOD, ends[1]
+  elseif KIND == 'sliding' then
+    return starts[1], starts[1] + PERIOD
   end
-  return starts[1], starts[1] + PERIOD
+  return 0, now + (life or 0)
 end
 
 if op == 'g' then
@@ -55,8 +62,8 @@ if op == 'g' then
   if not ok then
     return string.format('0 1 %d %d %d 0 0', remaining, retry, reset)
   end
-  local start, wend = window()
-  if tonumber(redis.call('HGET', records, 'w')) ~= start then
+  local start, wend = window(life)
+  if tonumber(redis.call('HGET', records, 'w')) ~= start or redis.call('HLEN', records) > MAX_RECORDS then
     redis.call('DEL', records, holders)
     redis.call('HSET', records, 'w', string.format('%d', start))
   end
