@@ -23,7 +23,7 @@ func BenchmarkLeased(b *testing.B) {
 	for i := range keys {
 		keys[i] = "hot-" + keyName(i)
 	}
-	for _, alg := range leaseAlgorithms {
+	for _, alg := range leaseWindows {
 		for _, leased := range []bool{true, false} {
 			name := string(alg) + "/exact"
 			opts := []Option{WithEvictionAllowed(), WithLogger(quietLogger()), WithTimeout(5 * time.Second)}

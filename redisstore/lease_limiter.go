@@ -15,8 +15,8 @@ import (
 	"github.com/redlimit/redlimit/lua"
 )
 
-// leasedLimiter is a limiter of the fixed window or the sliding window
-// counter, of one limit, under WithLeases: it decides from the leases in
+// leasedLimiter is a limiter of one limit under WithLeases (see
+// leaseable): it decides from the leases in
 // its table, and sends the requests it has no units for to Redis in a
 // grant, which decides the request exactly and brings back a lease; a key
 // whose grant is on its way, that Redis denied, or that the table has no

@@ -12,8 +12,22 @@ import (
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
-// leaseAlgorithms are the algorithms WithLeases leases.
-var leaseAlgorithms = []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter}
+// leaseAlgorithms are the algorithms WithLeases leases; leaseWindows
+// those of windows.
+var (
+	leaseAlgorithms = []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter,
+		algorithms.TokenBucket, algorithms.LeakyBucket}
+	leaseWindows = []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter}
+)
+
+// leaseLimit is rate per minute for the windows and per hour for the
+// buckets, which then refill less than a token while a test runs.
+func leaseLimit(alg algorithms.Algorithm, rate int) algorithms.Limit {
+	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+		return algorithms.Limit{Rate: rate, Period: time.Hour}
+	}
+	return algorithms.Limit{Rate: rate, Period: time.Minute}
+}
 
 // leasedOn returns a leased limiter of alg and lim on a store of c, with
 // opts after WithLeases(ttl), and the store.
@@ -51,8 +65,8 @@ func TestLeaseScriptOnce(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	for _, alg := range leaseAlgorithms {
 		t.Run(string(alg), func(t *testing.T) {
-			l, _ := leasedOn(t, c, alg, algorithms.Limit{Rate: 100, Period: time.Minute}, time.Second, WithPrefix("once-"+string(alg)))
-			probe, err := algorithms.New(New(c, WithPrefix("once-"+string(alg))), alg, algorithms.Limit{Rate: 100, Period: time.Minute})
+			l, _ := leasedOn(t, c, alg, leaseLimit(alg, 100), time.Second, WithPrefix("once-"+string(alg)))
+			probe, err := algorithms.New(New(c, WithPrefix("once-"+string(alg))), alg, leaseLimit(alg, 100))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +121,7 @@ func TestLeaseGrantLostReplyCountsOnce(t *testing.T) {
 	for _, alg := range leaseAlgorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			prefix := "lost-" + string(alg)
-			lim := algorithms.Limit{Rate: 100, Period: time.Minute}
+			lim := leaseLimit(alg, 100)
 			l, _ := leasedOn(t, c, alg, lim, time.Second, WithPrefix(prefix), WithTimeout(2*time.Second))
 			probe, err := algorithms.New(New(direct, WithPrefix(prefix)), alg, lim)
 			if err != nil {
