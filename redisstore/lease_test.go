@@ -352,3 +352,41 @@ func TestWithLeases(t *testing.T) {
 		}
 	}
 }
+
+// Promise 1 for the buckets while they refill: three stores on separate
+// clients, 16 goroutines sending every key's requests as fast as they
+// can for a second; each key is admitted at most Burst + Rate × (t + ttl)
+// over the run's span t: a token leased is spent at most ttl after Redis
+// took it.
+func TestLeasedBucketsWithinRateAndTTL(t *testing.T) {
+	addr := redistest.Standalone(t)
+	const keys, goroutines, ttl = 20, 16, 100 * time.Millisecond
+	lim := algorithms.Limit{Rate: 100, Period: time.Second, Burst: 10}
+	for _, alg := range []algorithms.Algorithm{algorithms.TokenBucket, algorithms.LeakyBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			_, ls := leasedStores(t, addr, 3, alg, lim, ttl, WithPrefix("p1b-"+string(alg)))
+			admitted := make([]atomic.Int32, keys)
+			began := time.Now()
+			stop := began.Add(time.Second)
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for r := 0; time.Now().Before(stop); r++ {
+						i := (r*goroutines + g) % keys
+						if leaseAllowed(t, ls[(i+r)%len(ls)], keyName(i)) {
+							admitted[i].Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			span := time.Since(began) + ttl
+			bound := int32(lim.Burst) + int32((int64(lim.Rate)*int64(span)+int64(lim.Period)-1)/int64(lim.Period))
+			over, most := overBoundKeys(admitted, bound)
+			if over > 0 {
+				t.Errorf("%d of %d keys admitted more than %d, one %d", over, keys, bound, most)
+			}
+			t.Logf("bound %d over %s: the most admitted %d", bound, span, most)
+		})
+	}
+}
