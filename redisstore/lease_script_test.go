@@ -112,8 +112,9 @@ func TestLeaseScriptOnce(t *testing.T) {
 }
 
 // A grant whose reply is lost, sent again by go-redis under the same
-// lease id, counts its request and its lease once.
-func TestLeaseGrantLostReplyCountsOnce(t *testing.T) {
+// lease id, counts its request and its lease once; a return whose reply
+// is lost, sent again, gives back once.
+func TestLeaseLostRepliesCountOnce(t *testing.T) {
 	counts := &dropCounts{}
 	proxyAddr, direct := lossyRedis(t, counts)
 	c := redis.NewClient(&redis.Options{Addr: proxyAddr, MaxRetries: 3})
@@ -122,7 +123,7 @@ func TestLeaseGrantLostReplyCountsOnce(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			prefix := "lost-" + string(alg)
 			lim := leaseLimit(alg, 100)
-			l, _ := leasedOn(t, c, alg, lim, time.Second, WithPrefix(prefix), WithTimeout(2*time.Second))
+			l, s := leasedOn(t, c, alg, lim, time.Minute, WithPrefix(prefix), WithTimeout(2*time.Second))
 			probe, err := algorithms.New(New(direct, WithPrefix(prefix)), alg, lim)
 			if err != nil {
 				t.Fatal(err)
@@ -143,6 +144,16 @@ func TestLeaseGrantLostReplyCountsOnce(t *testing.T) {
 			// The request and a lease of 1 (the key's first demand).
 			if u := used(t, probe, "k"); u != 2 {
 				t.Errorf("the key has used %d, want 2 (the request and its lease of 1, once)", u)
+			}
+			dropped = counts.dropped.Load()
+			counts.arm(1)
+			s.leases.flush()
+			counts.arm(0)
+			if counts.dropped.Load() != dropped+1 {
+				t.Fatalf("the proxy dropped %d replies of the return, want 1", counts.dropped.Load()-dropped)
+			}
+			if u := used(t, probe, "k"); u != 1 {
+				t.Errorf("the key has used %d after its lease's return, want 1 (given back once)", u)
 			}
 		})
 	}
