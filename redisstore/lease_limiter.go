@@ -67,6 +67,9 @@ func (l *leasedLimiter) Allow(ctx context.Context, key string, cost int) (algori
 	if err := ratemath.CheckRequest(l.alg, l.limits, key, cost); err != nil {
 		return algorithms.Result{}, err
 	}
+	if l.leases.stopped.Load() { // after Close
+		return l.redisLimiter.Allow(ctx, key, cost)
+	}
 	now := l.guard.clock().UnixNano()
 	sp := l.table.spend(key, cost, now, int64(l.ttl), l.most)
 	switch sp.outcome {

@@ -281,7 +281,8 @@ func TestLeaseTableFullDecidesExactly(t *testing.T) {
 	}
 }
 
-// Close gives back the leases and stops the worker.
+// Close gives back the leases and stops the worker; the limiter then
+// decides exactly.
 func TestLeaseWorkerStopsOnClose(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
 	t.Cleanup(func() { _ = c.Close() })
@@ -306,6 +307,10 @@ func TestLeaseWorkerStopsOnClose(t *testing.T) {
 			}
 			if u := used(t, probe, "k"); u != 1 {
 				t.Errorf("used %d after Close, want 1: the lease given back", u)
+			}
+			leaseAllowed(t, l, "k")
+			if u := used(t, probe, "k"); u != 2 {
+				t.Errorf("used %d after a request after Close, want 2: decided exactly, no lease", u)
 			}
 		})
 	}

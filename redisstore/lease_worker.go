@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,6 +50,9 @@ type leaseWorker struct {
 	stopping  chan struct{}
 	done      chan struct{}
 	flushReqs chan chan struct{} // a sweep now, for tests and Close
+	// stopped is set by stop: the limiters then decide in Redis, exactly,
+	// with no lease the worker could not give back.
+	stopped atomic.Bool
 }
 
 // start starts the worker the first time, and returns it, or nil once it
@@ -89,6 +93,7 @@ func (w *leaseWorker) renew(l *leasedLimiter, key string, want int) bool {
 // stop ends the worker, after it gave back every lease it could, and
 // waits for it. A worker never started stops at once.
 func (w *leaseWorker) stop() {
+	w.stopped.Store(true)
 	w.mu.Lock()
 	started, closed := w.started, w.closed
 	w.closed = true

@@ -112,7 +112,8 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 // store first caches a denial, the reading of Redis's eviction policy, and
 // the goroutine that releases from Redis the concurrency leases a fault
 // left there (65,536 leases at most), and, under WithLeases, the goroutine
-// that renews leases, after it gave back their unspent units. It does not close the client, which
+// that renews leases, after it gave back their unspent units (leased
+// limiters then decide in Redis, exactly). It does not close the client, which
 // the caller owns; closing the client ends the subscription too, within a
 // second, and the policy's reading at its next read. The store's limiters
 // go on deciding after Close, but a cached denial then answers only for
