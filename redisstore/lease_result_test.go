@@ -143,3 +143,22 @@ func TestLeaseDecisionAllocatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// Close with Redis gone gives up giving leases back within one call
+// timeout, however many keys hold leases.
+func TestLeaseCloseWithRedisStopped(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	l, s := leasedOn(t, c, algorithms.FixedWindow, algorithms.Limit{Rate: 1000, Period: time.Minute}, time.Minute,
+		WithEvictionAllowed(), WithTimeout(50*time.Millisecond))
+	for i := range 500 {
+		leaseAllowed(t, l, keyName(i))
+	}
+	srv.Stop()
+	began := time.Now()
+	_ = s.Close()
+	if took, most := time.Since(began), 2*s.guard.callTimeout(); took > most {
+		t.Errorf("Close took %s with Redis stopped, want at most %s", took, most)
+	}
+}

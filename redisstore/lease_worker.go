@@ -35,8 +35,9 @@ type leaseRenewal struct {
 // Redis with its window.
 //
 // Invariant: Close (stop) ends the goroutine and waits for it, after one
-// last sweep gives back every lease (TestLeasesReachLimit,
-// TestLeaseWorkerStopsOnClose). Capacity: leaseRenewalsCapacity renewals
+// last sweep gives back every lease it can within one call timeout
+// (TestLeasesReachLimit, TestLeaseWorkerStopsOnClose,
+// TestLeaseCloseWithRedisStopped). Capacity: leaseRenewalsCapacity renewals
 // waiting, leaseReturnsCapacity returns per table shard.
 type leaseWorker struct {
 	mu        sync.Mutex
@@ -155,16 +156,20 @@ func (w *leaseWorker) limitersNow() []*leasedLimiter {
 	return append([]*leasedLimiter(nil), w.limiters...)
 }
 
-// sweep gives back what the tables queued (all: every lease).
+// sweep gives back what the tables queued (all: every lease), within one
+// call timeout for the whole sweep: returns it has no time for are not
+// sent, and their leases end in Redis.
 func (w *leaseWorker) sweep(all bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.guard.callTimeout())
+	defer cancel()
 	var returns []leaseReturn
 	for _, l := range w.limitersNow() {
 		returns = l.table.sweep(returns[:0], w.guard.clock().UnixNano(), int64(w.ttl), all)
-		for len(returns) > 0 {
+		for len(returns) > 0 && ctx.Err() == nil {
 			n := min(len(returns), leaseBatch)
 			chunk := returns[:n]
-			w.pipelined(len(chunk), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
-				return l.runLease(context.Background(), p, eval, l.leaseKeys(chunk[i].key), "r", chunk[i].id, chunk[i].left)
+			w.pipelined(ctx, len(chunk), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+				return l.runLease(ctx, p, eval, l.leaseKeys(chunk[i].key), "r", chunk[i].id, chunk[i].left)
 			})
 			returns = returns[n:]
 		}
@@ -178,10 +183,12 @@ func (w *leaseWorker) renewAll(batch []leaseRenewal) {
 	for i, r := range batch {
 		ids[i] = r.l.leaseID()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.guard.callTimeout())
+	defer cancel()
 	sent := w.guard.clock()
-	cmds := w.pipelined(len(batch), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+	cmds := w.pipelined(ctx, len(batch), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 		r := batch[i]
-		return r.l.runLease(context.Background(), p, eval, r.l.leaseKeys(r.key), "g", ids[i], 0, r.want, r.l.lifeArg, r.l.keep)
+		return r.l.runLease(ctx, p, eval, r.l.leaseKeys(r.key), "g", ids[i], 0, r.want, r.l.lifeArg, r.l.keep)
 	})
 	failed := false
 	for i, r := range batch {
@@ -197,12 +204,10 @@ func (w *leaseWorker) renewAll(batch []leaseRenewal) {
 	w.guard.breaker.Record(w.guard.clock(), !failed, false)
 }
 
-// pipelined sends n script calls made by call in one pipeline, within the
-// store's call timeout, and sends again with the script's source (eval)
-// those Redis had not loaded the script for; it returns their commands.
-func (w *leaseWorker) pipelined(n int, call func(p redis.Pipeliner, i int, eval bool) *redis.Cmd) []*redis.Cmd {
-	ctx, cancel := context.WithTimeout(context.Background(), w.guard.callTimeout())
-	defer cancel()
+// pipelined sends n script calls made by call in one pipeline, within
+// ctx, and sends again with the script's source (eval) those Redis had not
+// loaded the script for; it returns their commands.
+func (w *leaseWorker) pipelined(ctx context.Context, n int, call func(p redis.Pipeliner, i int, eval bool) *redis.Cmd) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, n)
 	_, _ = w.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range cmds {
