@@ -163,7 +163,6 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 		l.scriptOne = redis.NewScript(lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 		l.scriptBatch = redis.NewScript(lua.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 	}
-
 	// A deciding call has one key and one argument more: its reply's (see
 	// onceTTL).
 	l.onceTTL = strconv.FormatInt(onceTTL(s.cfg.redis.timeout).Milliseconds(), 10)
