@@ -29,7 +29,9 @@ var ErrUnsent = errors.New("redisstore: owed to Redis and not sent")
 // stops, and waits for, every goroutine the store started: the flushers
 // that send decisions, the settler that sends owed charges, the release
 // line of concurrency leases, the denial cache's subscription and its
-// PINGs, the eviction watch, and the goroutines of single calls (an
+// PINGs, the eviction watch, under WithLeases the lease worker (first,
+// after it gave back the unspent units of every lease, which takes one
+// call timeout at most), and the goroutines of single calls (an
 // Acquire's, a Peek's, Reset's, Reserve's, Charge's or Refund's, the
 // breaker's probe). A call cut short ends at once on a client that
 // honours a context's deadline (ContextTimeoutEnabled); on one that does
@@ -60,6 +62,7 @@ func (s *Store) Close(ctx context.Context) error {
 		ctx = context.Background() // a caller's slip, not worth a panic
 	}
 	g := s.guard
+	s.leases.stop() // gives leases back first: it calls Redis, within one call timeout
 	g.crew.close()
 	g.denials.close()
 	g.evict.stop()

@@ -20,7 +20,10 @@
 // eviction_policy.go and eviction_watch.go, concurrency.go and
 // concurrency_releases.go (concurrency leases), version.go. crew.go
 // counts the goroutines the store starts, and close.go stops them and
-// sends what is owed (Store.Close).
+// sends what is owed (Store.Close). Under WithLeases: lease_option.go
+// (what is leased), lease_limiter.go (a decision from a lease, or a
+// grant), lease_table.go (leases per key) and lease_worker.go (renewals
+// and returns).
 //
 // # Glossary
 //
@@ -41,6 +44,10 @@
 //   - settler: the goroutine that sends what a store owes.
 //   - line: the requests of one key waiting for its call; also the
 //     release line of concurrency leases.
+//   - lease: units of a key's current window that Redis granted this
+//     instance under WithLeases, spent in memory; grant, return: the
+//     lease script's two operations, each counted once by lease id.
+//   - holder: an instance with a live lease of a key.
 //   - guard: the breaker, deadlines and failure mode around every call.
 //   - moving: a Cluster slot being migrated (ASK, TRYAGAIN).
 //   - crew: the goroutines a store started, which Close stops and awaits.

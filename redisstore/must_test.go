@@ -2,7 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // must returns v, and panics with err when a store's New fails: the tests
@@ -20,4 +23,12 @@ func closeCtx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	time.AfterFunc(time.Second, cancel)
 	return ctx
+}
+
+// probeStore is a store on c with opts that the test closes when it ends:
+// a second view of the keys another store writes.
+func probeStore(t testing.TB, c redis.UniversalClient, opts ...Option) *Store {
+	s := must(New(c, opts...))
+	t.Cleanup(func() { _ = s.Close(closeCtx()) })
+	return s
 }

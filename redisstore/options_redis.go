@@ -118,6 +118,7 @@ type redisConfig struct {
 	// evictionAllowed: Redis decides whatever its maxmemory-policy
 	// (WithEvictionAllowed).
 	evictionAllowed bool
+	leaseTTL        time.Duration // WithLeases; 0: none
 }
 
 func defaultRedisConfig() redisConfig {

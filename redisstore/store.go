@@ -54,6 +54,7 @@ type Store struct {
 	cfg    config
 	guard  *guard
 	local  *memstore.Store // the local twins' store
+	leases leaseWorker     // WithLeases: renewals and returns (see lease_worker.go)
 }
 
 // New returns a store that keeps state in Redis through client, or an
@@ -149,6 +150,9 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 		c := &redisCall{keys: make([]string, len(limits)+1), one: make([]any, 0, 2), once: newOnceArg(l.onceTTL)}
 		c.args = append(append([]any(nil), args...), c.once)
 		return c
+	}
+	if ll := s.leased(l); ll != nil { // WithLeases (see lease_limiter.go)
+		return ll, nil
 	}
 	return l, nil
 }

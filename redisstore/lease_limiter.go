@@ -1,0 +1,227 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/ratemath"
+	"github.com/redlimit/redlimit/lua"
+)
+
+// leasedLimiter is a limiter of one limit under WithLeases (see
+// leaseable): it decides from the leases in
+// its table, and sends the requests it has no units for to Redis in a
+// grant, which decides the request exactly and brings back a lease; a key
+// whose grant is on its way, that Redis denied, or that the table has no
+// room for, is decided by the exact limiter it wraps, fault path and all.
+// Everything else (Peek, Reset, Refund, Charge, Reserve) is the exact
+// limiter's.
+//
+// Invariant: while Redis answers, the instances admit at most the limit
+// per window (TestLeasesAtMostLimitPerKey); once the leases are given
+// back, every key can reach its limit exactly (TestLeasesReachLimit).
+type leasedLimiter struct {
+	*redisLimiter
+	script  *redis.Script // lua.Lease of the limit
+	table   *leaseTable
+	leases  *leaseWorker
+	ttl     time.Duration // WithLeases
+	most    int           // the largest lease
+	quota   int
+	period  time.Duration
+	keep    string // how long (ms) Redis keeps a grant's record past its window
+	lifeArg string // the ttl in µs
+}
+
+// leased returns l deciding from leases when the store has WithLeases and
+// l's limits can be leased, nil otherwise.
+func (s *Store) leased(l *redisLimiter) algorithms.RateLimiter {
+	ttl := s.cfg.redis.leaseTTL
+	if ttl == 0 || !leaseable(l.alg, l.limits) {
+		return nil
+	}
+	w := s.leases.start(l.client, l.guard, ttl)
+	if w == nil {
+		return nil // closed
+	}
+	p := ratemath.ParamsFor(l.alg, l.limits[0])
+	quota := ratemath.QuotaOf(l.alg, l.limits[0])
+	ll := &leasedLimiter{redisLimiter: l, script: redis.NewScript(lua.Lease(string(l.alg), p.Rate, p.Period, p.Burst, p.Unit)),
+		table: newLeaseTable(leaseTableCapacity), leases: w, ttl: ttl, most: leaseMost(quota), quota: quota,
+		period: ratemath.WindowOf(l.alg, l.limits[0]), keep: l.onceTTL,
+		lifeArg: strconv.FormatInt(ttl.Microseconds(), 10)}
+	w.add(ll)
+	return ll
+}
+
+// Allow implements Limiter: from a lease when the key has one, else by a
+// grant that decides the request in Redis and brings a lease back.
+func (l *leasedLimiter) Allow(ctx context.Context, key string, cost int) (algorithms.Result, error) {
+	if err := ratemath.CheckRequest(l.alg, l.limits, key, cost); err != nil {
+		return algorithms.Result{}, err
+	}
+	if l.leases.stopped.Load() { // after Close
+		return l.redisLimiter.Allow(ctx, key, cost)
+	}
+	now := l.guard.clock().UnixNano()
+	sp := l.table.spend(key, cost, now, int64(l.ttl), l.most)
+	switch sp.outcome {
+	case leaseSpent:
+		if sp.renew && !l.leases.renew(l, key, sp.want) {
+			l.table.unseek(key)
+		}
+		return algorithms.Result{Allowed: true, Limit: l.quota, Remaining: sp.remaining,
+			ResetAfter: time.Duration(max(sp.resetAt-now, 0)), Period: l.period}, nil
+	case leaseSeek:
+		return l.grantAllow(ctx, key, cost, sp.want)
+	}
+	return l.redisLimiter.Allow(ctx, key, cost)
+}
+
+// grantAllow decides a request in a grant of want units more. When Redis
+// cannot take the call (breaker open, eviction possible, the context
+// ended) the exact limiter decides; when the call fails, the store's
+// failure mode does, as for any decision Redis did not make.
+func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want int) (algorithms.Result, error) {
+	g := l.guard
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if !g.breaker.Closed() || g.evict.distrusted() != nil || g.refusing() || ctx.Err() != nil {
+		l.table.unseek(key)
+		return l.redisLimiter.Allow(ctx, key, cost)
+	}
+	sent, id := g.clock(), l.leaseID()
+	var reply string
+	err := l.callWithin(ctx, func(ctx context.Context) error {
+		var err error
+		reply, err = l.grant(ctx, l.client, key, id, cost, want).Text()
+		return err
+	})
+	g.breaker.Record(g.clock(), err == nil, false)
+	if err == nil {
+		var res algorithms.Result
+		if res, err = l.install(key, id, reply, sent); err == nil {
+			return res, nil
+		}
+	}
+	l.table.unseek(key)
+	if errors.Is(err, context.Canceled) {
+		return l.ended(ctx, key, cost, err)
+	}
+	return l.fail(key, cost, err)
+}
+
+// callWithin runs f within the store's timeout (or the context's sooner
+// deadline): on the caller's goroutine when the client honours deadlines.
+func (l *leasedLimiter) callWithin(ctx context.Context, f func(context.Context) error) error {
+	if !l.guard.inline {
+		return l.within(ctx, f)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.guard.timeout)
+	defer cancel()
+	if err := f(ctx); err != nil {
+		return fmt.Errorf("redisstore: lease: %w", err)
+	}
+	return nil
+}
+
+// grant sends a grant of want units, with the request of cost (0: none),
+// under lease id.
+func (l *leasedLimiter) grant(ctx context.Context, c redis.Scripter, key, id string, cost, want int) *redis.Cmd {
+	return l.script.Run(ctx, c, l.leaseKeys(key), "g", id, cost, want, l.lifeArg, l.keep)
+}
+
+// runLease sends the lease script with keys and args through c, by its
+// SHA, or with its source when eval is set (see leaseWorker.pipelined).
+func (l *leasedLimiter) runLease(ctx context.Context, c redis.Scripter, eval bool, keys []string, args ...any) *redis.Cmd {
+	if eval {
+		return l.script.Eval(ctx, c, keys, args...)
+	}
+	return l.script.EvalSha(ctx, c, keys, args...)
+}
+
+// leaseKeys are the keys of key's leases: the state, the grants' records
+// and the holders, under the state's hash tag.
+func (l *leasedLimiter) leaseKeys(key string) []string {
+	keys := make([]string, 1, 3)
+	l.keysOf(key, keys, 0)
+	return append(keys, keys[0]+":lease", keys[0]+":holders")
+}
+
+// leaseID returns a new lease id, unique to the store.
+func (l *leasedLimiter) leaseID() string {
+	var b [48]byte
+	return string(l.guard.ids.appendID(append(b[:0], 'L'), l.guard.ids.id()))
+}
+
+// grantReply is a grant's answer.
+type grantReply struct {
+	res     algorithms.Result
+	granted int
+	lasts   time.Duration
+}
+
+// parseGrant reads a grant's answer: "<allowed> 1 <remaining> <retry µs>
+// <reset µs> <granted> <lease µs>".
+func (l *leasedLimiter) parseGrant(reply string) (grantReply, error) {
+	var n [7]int64
+	f := strings.Fields(reply)
+	if len(f) != len(n) {
+		return grantReply{}, fmt.Errorf("%w: a lease's grant of %d fields", ErrUnexpectedReply, len(f))
+	}
+	for i, s := range f {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			return grantReply{}, fmt.Errorf("%w: a lease's grant field %d", ErrUnexpectedReply, i)
+		}
+		n[i] = v
+	}
+	res := algorithms.Result{Allowed: n[0] == 1, Limit: l.quota, Remaining: int(n[2]),
+		RetryAfter: time.Duration(n[3]) * time.Microsecond, ResetAfter: time.Duration(n[4]) * time.Microsecond, Period: l.period}
+	return grantReply{res: res, granted: int(n[5]), lasts: time.Duration(n[6]) * time.Microsecond}, nil
+}
+
+// install reads the reply of a grant under lease id, sent at sent, for
+// key, and keeps its lease in the table; it returns the request's Result, whose Remaining
+// counts the lease's units as this instance's.
+func (l *leasedLimiter) install(key, id, reply string, sent time.Time) (algorithms.Result, error) {
+	gr, err := l.parseGrant(reply)
+	if err != nil {
+		return algorithms.Result{}, err
+	}
+	now := l.guard.clock()
+	var held heldLease
+	var denied int64
+	if !gr.res.Allowed {
+		denied = now.Add(gr.res.RetryAfter).UnixNano()
+	}
+	if gr.granted > 0 {
+		// Timed from the sending, before Redis read its clock: the lease
+		// ends here no later than there.
+		held = heldLease{id: id, left: gr.granted, end: sent.Add(gr.lasts).UnixNano(), atEnd: gr.lasts < l.ttl}
+	}
+	l.table.granted(key, held, gr.res.Remaining, now.Add(gr.res.ResetAfter).UnixNano(), denied, now.UnixNano())
+	if gr.res.Allowed {
+		gr.res.Remaining += gr.granted
+	}
+	return gr.res, nil
+}
+
+// Reset implements RateLimiter: the exact limiter's Reset, after
+// forgetting this instance's leases of the key. Leases other instances
+// hold of the key stay theirs until they end.
+func (l *leasedLimiter) Reset(ctx context.Context, key string) error {
+	if err := ratemath.CheckRequest(l.alg, l.limits, key, 1); err != nil {
+		return err
+	}
+	l.table.drop(key)
+	return l.redisLimiter.Reset(ctx, key)
+}

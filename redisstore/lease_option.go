@@ -1,0 +1,68 @@
+package redisstore
+
+import (
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/ratemath"
+)
+
+// The bounds of WithLeases's ttl: below minLeaseTTL a lease would be
+// renewed about as often as the key is asked for; above maxLeaseTTL units
+// a holder does not spend would be kept from the others for too long.
+const (
+	minLeaseTTL = 10 * time.Millisecond
+	maxLeaseTTL = 10 * time.Minute
+)
+
+// leaseFraction bounds a lease: at most 1/leaseFraction of the limit's
+// quota, and at least one unit (q in docs/redis.md).
+const leaseFraction = 8
+
+// WithLeases makes the store's limiters of one limit of the fixed window,
+// the sliding window counter and both buckets decide from leases: the
+// first request of a key is decided in Redis as without leases, and the
+// same script call grants this instance a slice of the key's limit (a
+// lease: units of the current window, or a bucket's tokens) that it spends
+// in memory, for at most ttl and never past the window's end; it asks for
+// the next lease before this one runs out, and gives back what it did not
+// spend. Every unit leased is counted in Redis when it is granted, so the
+// instances together admit no more than the limit per window (a bucket:
+// no more than Burst + Rate × (t + ttl) in any span t). A lease is about
+// what this instance asked for in the last ttl, at most an eighth of the
+// limit, and at most what the key has left divided among its holders.
+// ttl must be from 10ms to 10 minutes.
+//
+// The sliding window log and limiters of several limits decide in Redis,
+// exactly, as without leases. Charge, Refund, Reserve and
+// Peek go to Redis as without leases. See docs/redis.md, "Leased quotas".
+func WithLeases(ttl time.Duration) Option {
+	return redisOption(ttl >= minLeaseTTL && ttl <= maxLeaseTTL, func(r *redisConfig) { r.leaseTTL = ttl },
+		"lease ttl %s must be from %s to %s", ttl, minLeaseTTL, maxLeaseTTL)
+}
+
+// leaseable reports whether a limiter of alg and limits decides from
+// leases under WithLeases: one limit of the fixed window, of the sliding
+// window counter counted in µs (unit 1: its windows' starts are times),
+// or of either bucket.
+//
+// The sliding window log keeps deciding in Redis: a leased unit would be
+// logged when it is granted, so it would leave the log a period after its
+// grant rather than a period after the request that spent it, and the log
+// could then admit more than its limit in a span of one period, the one
+// promise it is chosen for.
+func leaseable(alg algorithms.Algorithm, limits []algorithms.Limit) bool {
+	if len(limits) != 1 {
+		return false
+	}
+	switch alg {
+	case algorithms.FixedWindow, algorithms.TokenBucket, algorithms.LeakyBucket:
+		return true
+	case algorithms.SlidingWindowCounter:
+		return ratemath.ParamsFor(alg, limits[0]).Unit == 1
+	}
+	return false
+}
+
+// leaseMost is the largest lease of a limit of quota units.
+func leaseMost(quota int) int { return max(1, quota/leaseFraction) }

@@ -1,0 +1,160 @@
+package redisstore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// leaseAlgorithms are the algorithms WithLeases leases; leaseWindows
+// those of windows.
+var (
+	leaseAlgorithms = []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter,
+		algorithms.TokenBucket, algorithms.LeakyBucket}
+	leaseWindows = []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter}
+)
+
+// leaseLimit is rate per minute for the windows and per hour for the
+// buckets, which then refill less than a token while a test runs.
+func leaseLimit(alg algorithms.Algorithm, rate int) algorithms.Limit {
+	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+		return algorithms.Limit{Rate: rate, Period: time.Hour}
+	}
+	return algorithms.Limit{Rate: rate, Period: time.Minute}
+}
+
+// leasedOn returns a leased limiter of alg and lim on a store of c, with
+// opts after WithLeases(ttl), and the store.
+func leasedOn(t testing.TB, c redis.UniversalClient, alg algorithms.Algorithm, lim algorithms.Limit, ttl time.Duration, opts ...Option) (*leasedLimiter, *Store) {
+	t.Helper()
+	s := must(New(c, append([]Option{WithLeases(ttl), WithLogger(quietLogger())}, opts...)...))
+	t.Cleanup(func() { _ = s.Close(closeCtx()) })
+	l, err := algorithms.New(s, alg, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll, ok := l.(*leasedLimiter)
+	if !ok {
+		t.Fatalf("%s: a %T under WithLeases, want a leased limiter", alg, l)
+	}
+	return ll, s
+}
+
+// grantField returns field i (from 0) of a grant's reply.
+func grantField(t *testing.T, reply string, i int) string {
+	t.Helper()
+	f := strings.Fields(reply)
+	if len(f) != 7 {
+		t.Fatalf("grant reply %q, want 7 fields", reply)
+	}
+	return f[i]
+}
+
+// A grant sent twice under one lease id grants once and answers the same;
+// a return sent twice gives back once, at most what was granted; grants
+// are capped to what is left divided among the holders plus one.
+func TestLeaseScriptOnce(t *testing.T) {
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
+	t.Cleanup(func() { _ = c.Close() })
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			l, _ := leasedOn(t, c, alg, leaseLimit(alg, 100), time.Second, WithPrefix("once-"+string(alg)))
+			probe, err := algorithms.New(probeStore(t, c, WithPrefix("once-"+string(alg))), alg, leaseLimit(alg, 100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps := []struct {
+				name       string
+				op, id     string
+				cost, want int
+				reply      string // a grant's granted units, a return's units given back
+				used       int    // the key's count in Redis after the step
+			}{
+				{"grant", "g", "a", 1, 40, "40", 41},
+				{"grant sent again", "g", "a", 1, 40, "40", 41},
+				{"second holder gets half of what is left", "g", "b", 0, 40, "29", 70},
+				{"third holder gets a third", "g", "c", 0, 40, "10", 80},
+				{"return", "r", "a", 15, 0, "15", 65},
+				{"return sent again", "r", "a", 15, 0, "0", 65},
+				{"return above the grant gives back the grant", "r", "b", 1000, 0, "29", 36},
+				{"return of an unknown lease", "r", "z", 5, 0, "0", 36},
+			}
+			for _, st := range steps {
+				var got string
+				if st.op == "g" {
+					reply, err := l.grant(ctx, c, "k", st.id, st.cost, st.want).Text()
+					if err != nil {
+						t.Fatalf("%s: %v", st.name, err)
+					}
+					got = grantField(t, reply, 5)
+				} else {
+					got, err = l.runLease(ctx, c, true, l.leaseKeys("k"), "r", st.id, st.cost).Text()
+					if err != nil {
+						t.Fatalf("%s: %v", st.name, err)
+					}
+				}
+				if got != st.reply {
+					t.Errorf("%s: %s, want %s", st.name, got, st.reply)
+				}
+				if u := used(t, probe, "k"); u != st.used {
+					t.Errorf("%s: the key has used %d, want %d", st.name, u, st.used)
+				}
+			}
+		})
+	}
+}
+
+// A grant whose reply is lost, sent again by go-redis under the same
+// lease id, counts its request and its lease once; a return whose reply
+// is lost, sent again, gives back once.
+func TestLeaseLostRepliesCountOnce(t *testing.T) {
+	counts := &dropCounts{}
+	proxyAddr, direct := lossyRedis(t, counts)
+	c := redis.NewClient(&redis.Options{Addr: proxyAddr, MaxRetries: 3})
+	t.Cleanup(func() { _ = c.Close() })
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			prefix := "lost-" + string(alg)
+			lim := leaseLimit(alg, 100)
+			l, s := leasedOn(t, c, alg, lim, time.Minute, WithPrefix(prefix), WithTimeout(2*time.Second))
+			probe, err := algorithms.New(probeStore(t, direct, WithPrefix(prefix)), alg, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.script.Load(context.Background(), direct).Err(); err != nil {
+				t.Fatal(err)
+			}
+			dropped := counts.dropped.Load()
+			counts.arm(1)
+			res, err := l.Allow(context.Background(), "k", 1)
+			counts.arm(0)
+			if err != nil || !res.Allowed || res.Decider != algorithms.DecidedByStore {
+				t.Fatalf("Allow: %+v, %v; want allowed by Redis", res, err)
+			}
+			if counts.dropped.Load() != dropped+1 {
+				t.Fatalf("the proxy dropped %d replies, want 1", counts.dropped.Load()-dropped)
+			}
+			// The request and a lease of 1 (the key's first demand).
+			if u := used(t, probe, "k"); u != 2 {
+				t.Errorf("the key has used %d, want 2 (the request and its lease of 1, once)", u)
+			}
+			dropped = counts.dropped.Load()
+			counts.arm(1)
+			s.leases.flush()
+			counts.arm(0)
+			if counts.dropped.Load() != dropped+1 {
+				t.Fatalf("the proxy dropped %d replies of the return, want 1", counts.dropped.Load()-dropped)
+			}
+			if u := used(t, probe, "k"); u != 1 {
+				t.Errorf("the key has used %d after its lease's return, want 1 (given back once)", u)
+			}
+		})
+	}
+}
