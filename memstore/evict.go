@@ -112,11 +112,18 @@ func (sh *memoryShard) evict(now int64, capacity int) {
 		}
 		base += len(t.ents)
 	}
-	if least > 0 {
-		remaining, quota, fresh := victim.standing(vj, now)
-		sh.forgot.mark(victim.tag(victim.ents[vj].key), remaining, quota, fresh, now, capacity)
+	sh.forget(victim, vj, now, capacity)
+}
+
+// forget drops entry j of t, marking its key's slot (forgotten.go) when it
+// still mattered: its client had used some of its quota and it would not be
+// fresh yet (a forgetCost above 0). It reports whether t was dropped. The
+// caller holds sh.mu.
+func (sh *memoryShard) forget(t *table, j int, now int64, capacity int) (dropped bool) {
+	if remaining, quota, fresh := t.standing(j, now); fresh > now && remaining < quota {
+		sh.forgot.mark(t.tag(t.ents[j].key), remaining, quota, fresh, now, capacity)
 	}
-	sh.remove(victim, vj)
+	return sh.remove(t, j)
 }
 
 // forgetCost measures what a client gains if entry j is forgotten and its

@@ -18,20 +18,28 @@ import (
 // slot that has no entry under a limit starts from that share of the
 // limit's quota (at least forgottenAllowance units), not from a fresh
 // one. Two marks in one slot keep the smaller share and the later end.
-// Forgetting so gives a key at most forgottenAllowance units more than it
-// had, and an attacker who floods new keys to make the store forget gains
-// nothing else; a key that shares a marked slot starts from what the
-// forgotten one had left, at least forgottenAllowance units a window,
-// never locked out. A new entry so started may stay spent a little longer
-// than the forgotten one would have (its units are spent at the time it
-// starts): stricter, never looser, by at most one period.
+// Each forgetting so gives a key at most forgottenAllowance units more
+// than it had, and an attacker who floods new keys to make the store
+// forget gains nothing else; but only the new keys its shard takes in
+// bound how often a key is forgotten, so a key cycled through eviction
+// gains forgottenAllowance a cycle, however many cycles a window holds
+// (32 keys cycled through a shard of 16 passed 99 to 109 each of a quota
+// of 10 in 3.2 ms: TestAttackCyclingThroughEvictionOneShard). A key that
+// shares a marked slot starts from what the forgotten one had left, at
+// least forgottenAllowance units a window, never locked out; marks are
+// per slot, not per limit, so a mark left under one limiter holds a key
+// of the slot under another (TestAttackCollidingAcrossLimiters). A new
+// entry so started may stay spent a little longer than the forgotten one
+// would have (its units are spent at the time it starts): stricter, never
+// looser, by at most one period (of its own limit).
 //
 // Capacity: a quarter as many slots as the shard holds entries (at least
 // 64), 16 bytes each, allocated when the shard first forgets an entry that
 // still mattered: about 4 MB for the default million entries.
 //
-// Proved by TestForgettingGivesNoFreshQuota and, through the Redis store's
-// local twin, TestScaleForgottenAnswers.
+// Proved by TestForgettingGivesNoFreshQuota, the attacks of
+// forgotten_attack_test.go and, through the Redis store's local twin,
+// TestScaleForgottenAnswers.
 type forgotten struct {
 	marks []forgetMark // a power of two of them; nil until the first mark
 }
