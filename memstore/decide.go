@@ -97,7 +97,7 @@ func (l *memoryLimiter) decideOne(sh *memoryShard, key string, tag uint32, c, ma
 		}
 	}
 	if j < 0 && sh.forgot.marks != nil {
-		sh.forgot.start(&e, tag, l.alg, p, now)
+		sh.forgot.start(&e, tag, l.specs[0], l.alg, p, now)
 	}
 	v := e.Decide(l.alg, now, p, c, maxDelay)
 	switch {

@@ -121,7 +121,7 @@ func (sh *memoryShard) evict(now int64, capacity int) {
 // caller holds sh.mu.
 func (sh *memoryShard) forget(t *table, j int, now int64, capacity int) (dropped bool) {
 	if remaining, quota, fresh := t.standing(j, now); fresh > now && remaining < quota {
-		sh.forgot.mark(t.tag(t.ents[j].key), remaining, quota, fresh, now, capacity)
+		sh.forgot.mark(t.tag(t.ents[j].key), t.spec, remaining, quota, fresh, now, capacity)
 	}
 	return sh.remove(t, j)
 }

@@ -75,7 +75,7 @@ func sortedPositive(ds []time.Duration) []time.Duration {
 // passed.
 func schedule(t *testing.T, alg algorithms.Algorithm, limits []algorithms.Limit, quota int, offsets []time.Duration, forget bool) []time.Duration {
 	clock := newTestClock()
-	store := New(WithMaxKeys(1024), WithClock(clock.Now))
+	store := must(New(WithMaxKeys(1024), WithClock(clock.Now)))
 	l := mustRL(t, store, alg, limits...)
 	var times []time.Duration
 	at := func(d time.Duration) {
@@ -115,7 +115,7 @@ func maxInSpan(times []time.Duration, w time.Duration) int {
 // share and forgottenAllowance a forgetting. A rate of 1<<40, whose share would overflow, is refused by New.
 func TestAttackClockBackAndHugeCosts(t *testing.T) {
 	ctx := context.Background()
-	if _, err := algorithms.New(New(), algorithms.FixedWindow, algorithms.Limit{Rate: 1 << 40, Period: time.Hour}); !errors.Is(err, algorithms.ErrInvalidLimit) {
+	if _, err := algorithms.New(must(New()), algorithms.FixedWindow, algorithms.Limit{Rate: 1 << 40, Period: time.Hour}); !errors.Is(err, algorithms.ErrInvalidLimit) {
 		t.Errorf("a rate of 1<<40: %v, want ErrInvalidLimit", err)
 	}
 	for _, alg := range algorithms.Algorithms {
@@ -130,7 +130,7 @@ func TestAttackClockBackAndHugeCosts(t *testing.T) {
 		} {
 			t.Run(fmt.Sprintf("%s/%s", alg, limits), func(t *testing.T) {
 				clock := newTestClock()
-				store := New(WithMaxKeys(1024), WithClock(clock.Now))
+				store := must(New(WithMaxKeys(1024), WithClock(clock.Now)))
 				l := mustRL(t, store, alg, limits...)
 				q := l.Policies()[0].Quota
 				for _, p := range l.Policies() {

@@ -112,7 +112,7 @@ func TestAttackCyclingThroughEvictionOneShard(t *testing.T) {
 		for _, ls := range attackLimits {
 			t.Run(fmt.Sprintf("%s/%s", alg, ls.name), func(t *testing.T) {
 				clock := newTestClock()
-				store := New(WithMaxKeys(1024), WithClock(clock.Now))
+				store := must(New(WithMaxKeys(1024), WithClock(clock.Now)))
 				l := mustRL(t, store, alg, ls.limits...)
 				keys := keysInShard(store, "cycle", 2*store.shardCap)
 				passed := make([]int, len(keys))
@@ -160,7 +160,7 @@ func TestAttackCyclingThroughEvictionAtScale(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s/%s", alg, ls.name), func(t *testing.T) {
 				clock := newTestClock()
-				store := New(WithMaxKeys(capacity), WithClock(clock.Now))
+				store := must(New(WithMaxKeys(capacity), WithClock(clock.Now)))
 				l := mustRL(t, store, alg, ls.limits...)
 				passed := make([]int, identities)
 				for range rounds {
@@ -200,7 +200,7 @@ func TestAttackCollidingKeys(t *testing.T) {
 		for _, ls := range attackLimits {
 			t.Run(fmt.Sprintf("%s/%s", alg, ls.name), func(t *testing.T) {
 				clock := newTestClock()
-				store := New(WithMaxKeys(1024), WithClock(clock.Now))
+				store := must(New(WithMaxKeys(1024), WithClock(clock.Now)))
 				l := mustRL(t, store, alg, ls.limits...)
 				attacker := "attacker"
 				victims := colliding(store, attacker, 4)
@@ -245,7 +245,7 @@ func TestAttackCollidingAcrossLimiters(t *testing.T) {
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			clock := newTestClock()
-			store := New(WithMaxKeys(1024), WithClock(clock.Now))
+			store := must(New(WithMaxKeys(1024), WithClock(clock.Now)))
 			short := mustRL(t, store, alg, algorithms.PerSecond(5))
 			long := mustRL(t, store, alg, algorithms.PerHour(1000))
 			attacker := "attacker"
@@ -279,7 +279,7 @@ func TestAttackResetRefundInMarkedSlot(t *testing.T) {
 		for _, ls := range attackLimits {
 			t.Run(fmt.Sprintf("%s/%s", alg, ls.name), func(t *testing.T) {
 				clock := newTestClock()
-				store := New(WithMaxKeys(1024), WithClock(clock.Now))
+				store := must(New(WithMaxKeys(1024), WithClock(clock.Now)))
 				l := mustRL(t, store, alg, ls.limits...)
 				a := "attacker"
 				others := colliding(store, a, 2)

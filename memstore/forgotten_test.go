@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 )
@@ -69,4 +70,45 @@ func (s *Store) entries() int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// Honest churn fills a store: 40,000 clients a millisecond apart, each
+// asking once, into 4,096 entries. A newcomer is held by a mark only when
+// its bit collides with a forgotten key's in its slot, so most of the last
+// 2,000 clients find their whole quota, and every one of them passes at
+// least once: forgettings do not compound from one newcomer to the next
+// (without the bits, the marks of one-request clients ran each slot down
+// to the one-unit floor, and no newcomer found its quota).
+func TestForgettingSparesNewcomers(t *testing.T) {
+	const capacity, clients, last, quota = 4096, 40_000, 2_000, 10
+	for _, alg := range algorithms.Algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			clock := newTestClock()
+			store := must(New(WithMaxKeys(capacity), WithClock(clock.Now)))
+			l := mustNew(t, store, alg, algorithms.PerMinute(quota))
+			ctx := context.Background()
+			whole := 0
+			for i := range clients {
+				clock.Add(time.Millisecond)
+				key := fmt.Sprint("client", i)
+				r, err := l.Allow(ctx, key, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i < clients-last {
+					continue
+				}
+				if !r.Allowed {
+					t.Fatalf("newcomer %d refused its first request: %+v", i, r)
+				}
+				if r.Remaining == quota-1 {
+					whole++
+				}
+			}
+			t.Logf("%d of the last %d newcomers found their whole quota", whole, last)
+			if whole < last/2 {
+				t.Errorf("%d of the last %d newcomers found their whole quota, want at least half", whole, last)
+			}
+		})
+	}
 }

@@ -125,7 +125,7 @@ func (sh *memoryShard) lookup(spec uint32, alg algorithms.Algorithm, p ratemath.
 		}
 	}
 	var e ratemath.Entry
-	sh.forgot.start(&e, tag, alg, p, now)
+	sh.forgot.start(&e, tag, spec, alg, p, now)
 	return e, -1
 }
 
