@@ -80,6 +80,9 @@ func flushAll(g *guard, buf *flushBuf, inline bool) {
 	// locally, but the breaker, which keeps every key away from Redis,
 	// opens only for a Redis that cannot be reached or does not answer.
 	g.breaker.Record(g.clock(), health == nil || classify(health) == ErrorScript, probe)
+	if health == nil {
+		g.batcher.redisAnswered()
+	}
 	for _, j := range jobs {
 		j.l.finish(j, sent)
 	}

@@ -38,10 +38,14 @@ type ledger struct {
 	gated atomic.Int32
 
 	retrying bool     // the settler runs (settler.go)
+	// answered wakes a settler that waits after a failed round: a flush
+	// Redis answered says it is back (capacity 1: one wake is enough).
+	answered chan struct{}
 	closed   bool     // the store is closed: nothing more is sent
 	debtors  *debtors // the prefix's stores that owe; nil: not followed
 }
 
 func newLedger() ledger {
-	return ledger{owed: map[queueKey]*owedCharge{}, maxOwed: maxOwedKeys, gates: map[queueKey]time.Time{}}
+	return ledger{owed: map[queueKey]*owedCharge{}, maxOwed: maxOwedKeys, gates: map[queueKey]time.Time{},
+		answered: make(chan struct{}, 1)}
 }

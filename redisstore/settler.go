@@ -25,7 +25,8 @@ import (
 // see call_groups.go), without pausing between rounds, so a table of
 // maxOwedKeys keys settles at Redis's speed (tens of thousands of keys a
 // second); while Redis cannot answer, the settler tries every
-// chargeRetryMin, backing off to chargeRetryMax. Every round it renews its
+// chargeRetryMin, backing off to chargeRetryMax, and at once when Redis
+// answers a flush (redisAnswered). Every round it renews its
 // store's entry in the debtors set (the first listing before the round's
 // charges, a renewal beside them), and once it owes nothing it drops it;
 // every round it learns whether another store owes (debtors.others). An entry lapses debtorTTL after its last renewal,
@@ -74,6 +75,16 @@ func (b *batcher) close() {
 	b.gated.Store(0)
 }
 
+// redisAnswered tells a settler that waits after a failed round that
+// Redis answered a flush: it tries again at once rather than at the end
+// of its back-off.
+func (b *batcher) redisAnswered() {
+	select {
+	case b.answered <- struct{}{}:
+	default:
+	}
+}
+
 // startRetrierLocked starts the settler unless it runs or the store is
 // closing (Close then settles what is owed). b.mu is held.
 func (b *batcher) startRetrierLocked() {
@@ -95,6 +106,7 @@ func (b *batcher) retryCharges() {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
+			case <-b.answered:
 			case <-b.crew.stopping():
 				stopping = true
 			}
