@@ -37,7 +37,7 @@ type ledger struct {
 	gates map[queueKey]time.Time
 	gated atomic.Int32
 
-	retrying bool     // the settler runs (settler.go)
+	retrying bool // the settler runs (settler.go)
 	// answered wakes a settler that waits after a failed round: a flush
 	// Redis answered says it is back (capacity 1: one wake is enough).
 	answered chan struct{}
