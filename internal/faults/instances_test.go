@@ -26,27 +26,33 @@ import (
 // fixed window; make test-scale: all of them).
 func TestChargesAcrossInstances(t *testing.T) {
 	const rate, instances = 100, 3
-	pause := func(t *testing.T, _ *redistest.Server, admin *redis.Client) {
+	// Each fault begins before it returns (so that the flood cannot
+	// outrun it on a loaded machine) and returns what ends it.
+	pause := func(t *testing.T, _ *redistest.Server, admin *redis.Client) func() {
 		if err := admin.Do(context.Background(), "CLIENT", "PAUSE", "200", "ALL").Err(); err != nil {
 			t.Error(err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return func() { time.Sleep(200 * time.Millisecond) }
 	}
-	restart := func(_ *testing.T, srv *redistest.Server, _ *redis.Client) {
+	restart := func(_ *testing.T, srv *redistest.Server, _ *redis.Client) func() {
 		srv.Kill()
-		time.Sleep(200 * time.Millisecond)
-		srv.Restart()
+		return func() {
+			time.Sleep(200 * time.Millisecond)
+			srv.Restart()
+		}
 	}
-	freeze := func(_ *testing.T, srv *redistest.Server, _ *redis.Client) {
+	freeze := func(_ *testing.T, srv *redistest.Server, _ *redis.Client) func() {
 		srv.Freeze()
-		time.Sleep(200 * time.Millisecond)
-		srv.Thaw()
+		return func() {
+			time.Sleep(200 * time.Millisecond)
+			srv.Thaw()
+		}
 	}
 	faults := []struct {
 		name    string
 		before  int
 		forgets bool // the fault loses what Redis counted before it
-		fault   func(t *testing.T, srv *redistest.Server, admin *redis.Client)
+		fault   func(t *testing.T, srv *redistest.Server, admin *redis.Client) (end func())
 	}{
 		{"pause", 0, false, pause},
 		{"pause after 60", 60, false, pause},
@@ -79,7 +85,7 @@ func TestChargesAcrossInstances(t *testing.T) {
 						t.Fatalf("request %d before the fault: %+v %v", i, res, err)
 					}
 				}
-				admitted, local := floodAcross(t, ls, func() { f.fault(t, srv, admin) })
+				admitted, local := floodAcross(t, ls, func() func() { return f.fault(t, srv, admin) })
 				time.Sleep(300 * time.Millisecond) // the last charges are sent
 				want := rate + instances
 				if f.forgets {
@@ -98,17 +104,19 @@ func TestChargesAcrossInstances(t *testing.T) {
 	}
 }
 
-// floodAcross runs fault and, from 5 ms into it until 1.5 s after it
-// ended, 150 clients each asking every 20 ms through the limiters in turn;
-// it returns how many were admitted, and how many of those locally.
-func floodAcross(t *testing.T, ls []algorithms.Limiter, fault func()) (admitted, local int) {
+// floodAcross begins a fault (begin returns once it has begun, with what
+// ends it) and, from 5 ms into it until 1.5 s after it ended, 150 clients
+// each ask every 20 ms through the limiters in turn; it returns how many
+// were admitted, and how many of those locally.
+func floodAcross(t *testing.T, ls []algorithms.Limiter, begin func() (end func())) (admitted, local int) {
 	var allowed, byTwin atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	faultDone := make(chan struct{})
+	end := begin()
 	go func() {
 		defer close(faultDone)
-		fault()
+		end()
 	}()
 	time.Sleep(5 * time.Millisecond)
 	for c := range 150 {
