@@ -43,9 +43,10 @@ var ErrWaitExceedsDeadline = fmt.Errorf("algorithms: the request's turn is past 
 //     (Redis unreachable) keeps its units.
 //   - The window algorithms, and a Limiter that is not a RateLimiter, are
 //     asked again: Allow, and while it denies, sleep its RetryAfter plus a
-//     random jitter of up to a tenth of it (at least 2ms), so that the
-//     instances a window end wakes do not all ask at once. Turns are not
-//     in order: a waiter may be overtaken by one that asked later.
+//     random jitter of up to a tenth of it (up to 2ms when a tenth is
+//     less), so that the instances a window end wakes do not all ask at
+//     once. Turns are not in order: a waiter may be overtaken by one that
+//     asked later.
 //
 // Results decided by a failure mode are what Allow or Reserve return: an
 // admission decided locally or DecidedFailOpen is returned as an admission;
@@ -121,7 +122,8 @@ func Wait(ctx context.Context, l Limiter, key string, cost int) (Result, error) 
 	}
 }
 
-// jitter is a random pause of up to a tenth of wait, at least up to 2ms.
+// jitter is a random pause below a tenth of wait, or below 2ms when that
+// is more.
 func jitter(wait time.Duration) time.Duration {
 	return rand.N(max(wait/10, 2*time.Millisecond))
 }
