@@ -109,7 +109,7 @@ func Wait(ctx context.Context, l Limiter, key string, cost int) (Result, error) 
 		if hasDeadline {
 			left = time.Until(dl)
 			if res.RetryAfter > left {
-				return res, fmt.Errorf("%w: turn in %s, deadline in %s", ErrWaitExceedsDeadline, res.RetryAfter, max(left, 0))
+				return res, fmt.Errorf("%w: turn in %s, deadline in %s", ErrWaitExceedsDeadline, res.RetryAfter.Round(time.Microsecond), max(left, 0).Round(time.Microsecond))
 			}
 		}
 		pause := wait + jitter(wait)
