@@ -36,7 +36,7 @@ GO_OLDEST  ?= go1.25.14
 # Redis-heavy algorithms and fault tests (about 5 minutes between them
 # without -race) run under the current Go only, to keep make test within
 # 10 minutes; vet still compiles every package and test under GO_OLDEST.
-PKG_OLDEST ?= ./config/... ./cmd/... ./example/... ./keyfunc/... ./middleware/... ./metrics/... ./lua/... ./internal/breaker/...
+PKG_OLDEST ?= ./config/... ./cmd/... ./example/... ./keyfunc/... ./middleware/... ./metrics/... ./lua/... ./internal/scripts/... ./internal/breaker/...
 
 .PHONY: test test-scale test-oldest bench lint run fuzz loadtest plots bench-compare bench-http
 

@@ -16,7 +16,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/breaker"
 	"github.com/redlimit/redlimit/internal/clusterslot"
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
@@ -34,8 +34,8 @@ const minWindow, maxWindow = time.Millisecond, 366 * 24 * time.Hour
 // The scripts, shared by every Counter: go-redis runs them by EVALSHA and
 // loads them with EVAL when Redis answers NOSCRIPT.
 var (
-	incrementScript = redis.NewScript(lua.HTTPRateIncrement)
-	admitScript     = redis.NewScript(lua.HTTPRateAdmit)
+	incrementScript = redis.NewScript(scripts.HTTPRateIncrement)
+	admitScript     = redis.NewScript(scripts.HTTPRateAdmit)
 )
 
 // Counter is an httprate.LimitCounter that keeps httprate's per-window

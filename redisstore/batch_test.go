@@ -14,14 +14,14 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/ratemath"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 )
 
 // driverOf is each algorithm's driver script.
 var driverOf = map[algorithms.Algorithm]string{
-	algorithms.FixedWindow: lua.FixedWindow, algorithms.SlidingWindowLog: lua.SlidingWindowLog,
-	algorithms.SlidingWindowCounter: lua.SlidingWindowCounter, algorithms.TokenBucket: lua.TokenBucket,
-	algorithms.LeakyBucket: lua.LeakyBucket,
+	algorithms.FixedWindow: scripts.FixedWindow, algorithms.SlidingWindowLog: scripts.SlidingWindowLog,
+	algorithms.SlidingWindowCounter: scripts.SlidingWindowCounter, algorithms.TokenBucket: scripts.TokenBucket,
+	algorithms.LeakyBucket: scripts.LeakyBucket,
 }
 
 // batchStep is one random call of TestBatchScriptMatchesDriver: the keys
@@ -77,7 +77,7 @@ func TestBatchScriptMatchesDriver(t *testing.T) {
 		for li, lim := range limits {
 			t.Run(fmt.Sprintf("%s/%d", alg, li), func(t *testing.T) {
 				p := ratemath.ParamsFor(alg, lim)
-				batch := frozen(lua.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+				batch := frozen(scripts.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 				drv := frozen(driverOf[alg])
 				limArgs := []any{p.Rate, p.Period, p.Burst, p.Unit}
 				c.FlushAll(ctx)

@@ -116,7 +116,7 @@ func oneCall(jobs []*job, same func(n int, j *job) bool) bool {
 // turn, and its costs as one group of ARGV[1]; then, when withOnce says
 // so, the key and lifetime of the call's kept reply (see callIDs), in the
 // first job's slot. The keys are cut from one string. A limiter of one
-// limit sends its batch script (see lua.Batch), without the limit's
+// limit sends its batch script (see scripts.Batch), without the limit's
 // arguments; proved to answer as the driver by
 // TestBatchScriptMatchesDriver.
 func (c *scriptCall) assemble(withOnce bool) {

@@ -13,10 +13,10 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/breaker"
 	"github.com/redlimit/redlimit/internal/ratemath"
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 )
 
-var concurrencyScript = redis.NewScript(lua.Concurrency)
+var concurrencyScript = redis.NewScript(scripts.Concurrency)
 
 // NewConcurrency implements Store: a concurrency limiter on Redis, with a local twin
 // of this instance's share of limit for the decisions Redis cannot make.

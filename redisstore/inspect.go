@@ -9,10 +9,10 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/ratemath"
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 )
 
-var resetScript = redis.NewScript(lua.Reset)
+var resetScript = redis.NewScript(scripts.Reset)
 
 // Peek implements RateLimiter. On Redis it runs within the store's timeout
 // (or the context's sooner deadline) whatever the client's settings, and

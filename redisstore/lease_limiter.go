@@ -12,7 +12,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/ratemath"
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 )
 
 // leasedLimiter is a limiter of one limit under WithLeases (see
@@ -29,7 +29,7 @@ import (
 // back, every key can reach its limit exactly (TestLeasesReachLimit).
 type leasedLimiter struct {
 	*redisLimiter
-	script  *redis.Script // lua.Lease of the limit
+	script  *redis.Script // scripts.Lease of the limit
 	table   *leaseTable
 	leases  *leaseWorker
 	ttl     time.Duration // WithLeases
@@ -53,7 +53,7 @@ func (s *Store) leased(l *redisLimiter) algorithms.RateLimiter {
 	}
 	p := ratemath.ParamsFor(l.alg, l.limits[0])
 	quota := ratemath.QuotaOf(l.alg, l.limits[0])
-	ll := &leasedLimiter{redisLimiter: l, script: redis.NewScript(lua.Lease(string(l.alg), p.Rate, p.Period, p.Burst, p.Unit)),
+	ll := &leasedLimiter{redisLimiter: l, script: redis.NewScript(scripts.Lease(string(l.alg), p.Rate, p.Period, p.Burst, p.Unit)),
 		table: newLeaseTable(leaseTableCapacity), leases: w, ttl: ttl, most: leaseMost(quota), quota: quota,
 		period: ratemath.WindowOf(l.alg, l.limits[0]), keep: l.onceTTL,
 		lifeArg: strconv.FormatInt(ttl.Microseconds(), 10)}

@@ -14,7 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/ratemath"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 )
 
 // oddSeed writes the same unusual state to keys a and b, as Redis may hold
@@ -78,8 +78,8 @@ func TestOneAndBatchMatchDriverOnOddStates(t *testing.T) {
 		for li, lim := range limits {
 			t.Run(fmt.Sprintf("%s/%d", alg, li), func(t *testing.T) {
 				p := ratemath.ParamsFor(alg, lim)
-				one := frozen(lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
-				batch := frozen(lua.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+				one := frozen(scripts.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+				batch := frozen(scripts.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 				drv := frozen(driverOf[alg])
 				limArgs := []any{p.Rate, p.Period, p.Burst, p.Unit}
 				c.FlushAll(ctx)

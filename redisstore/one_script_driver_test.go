@@ -17,7 +17,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/ratemath"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 )
 
 // frozen replaces Redis's clock in a script by a clock the test sets, so
@@ -145,11 +145,11 @@ func TestAttack3OneScriptMatchesDriver(t *testing.T) {
 		for li, lim := range limits {
 			t.Run(fmt.Sprintf("%s/%d", alg, li), func(t *testing.T) {
 				p := ratemath.ParamsFor(alg, lim)
-				one := frozen(lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+				one := frozen(scripts.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 				drv := frozen(map[algorithms.Algorithm]string{
-					algorithms.FixedWindow: lua.FixedWindow, algorithms.SlidingWindowLog: lua.SlidingWindowLog,
-					algorithms.SlidingWindowCounter: lua.SlidingWindowCounter, algorithms.TokenBucket: lua.TokenBucket,
-					algorithms.LeakyBucket: lua.LeakyBucket,
+					algorithms.FixedWindow: scripts.FixedWindow, algorithms.SlidingWindowLog: scripts.SlidingWindowLog,
+					algorithms.SlidingWindowCounter: scripts.SlidingWindowCounter, algorithms.TokenBucket: scripts.TokenBucket,
+					algorithms.LeakyBucket: scripts.LeakyBucket,
 				}[alg])
 				limArgs := []any{p.Rate, p.Period, p.Burst, p.Unit}
 				c.FlushAll(ctx)

@@ -39,14 +39,14 @@ func TestOneRequestScript(t *testing.T) {
 				t.Fatalf("%+v %v", res, err)
 			}
 			lean := one.(*redisLimiter).scriptOne
-			if !loaded(t, c, lean) || loaded(t, c, scripts[alg]) {
+			if !loaded(t, c, lean) || loaded(t, c, algorithmScripts[alg]) {
 				t.Fatalf("after one request: one-request script loaded %v, driver %v; want only the first",
-					loaded(t, c, lean), loaded(t, c, scripts[alg]))
+					loaded(t, c, lean), loaded(t, c, algorithmScripts[alg]))
 			}
 			if _, err := one.Peek(ctx, "k"); err != nil {
 				t.Fatal(err)
 			}
-			if !loaded(t, c, scripts[alg]) {
+			if !loaded(t, c, algorithmScripts[alg]) {
 				t.Fatal("a peek did not go to the driver")
 			}
 			if err := c.ScriptFlush(ctx).Err(); err != nil {

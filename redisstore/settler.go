@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 )
 
 // The settler sends what this store owes Redis after a fault (see the
@@ -226,9 +226,10 @@ func chargeCalls(taken []chargeTaken) []*scriptCall {
 // cost units, what is left when less is.
 func chargeList(cost int64) string { return "c" + strconv.FormatInt(cost, 10) }
 
-// debtors is a store's view of the prefix's set of stores that owe charges
-// (lua.Debtors): its own entry, and whether another store owed at the last
-// ask. A nil *debtors (a batcher made without a store) does nothing.
+// debtors is a store's view of the prefix's set of stores that owe
+// charges (scripts.Debtors): its own entry, and whether another store owed
+// at the last ask. A nil *debtors (a batcher made without a store) does
+// nothing.
 type debtors struct {
 	client  redis.UniversalClient
 	key, id string
@@ -238,7 +239,7 @@ type debtors struct {
 	in bool
 }
 
-var debtorsScript = redis.NewScript(lua.Debtors)
+var debtorsScript = redis.NewScript(scripts.Debtors)
 
 // newDebtors returns the view of store id on prefix's set.
 func newDebtors(client redis.UniversalClient, prefix, id string, timeout time.Duration) *debtors {

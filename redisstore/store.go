@@ -14,7 +14,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/ratemath"
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 	"github.com/redlimit/redlimit/memstore"
 )
 
@@ -22,12 +22,14 @@ import (
 // such as a script of another version under the same SHA.
 var ErrUnexpectedReply = errors.New("redisstore: unexpected reply from Redis")
 
-var scripts = map[algorithms.Algorithm]*redis.Script{
-	algorithms.FixedWindow:          redis.NewScript(lua.FixedWindow),
-	algorithms.SlidingWindowLog:     redis.NewScript(lua.SlidingWindowLog),
-	algorithms.SlidingWindowCounter: redis.NewScript(lua.SlidingWindowCounter),
-	algorithms.TokenBucket:          redis.NewScript(lua.TokenBucket),
-	algorithms.LeakyBucket:          redis.NewScript(lua.LeakyBucket),
+// algorithmScripts are the algorithms' complete scripts, their driver
+// taking any call of one or more limits.
+var algorithmScripts = map[algorithms.Algorithm]*redis.Script{
+	algorithms.FixedWindow:          redis.NewScript(scripts.FixedWindow),
+	algorithms.SlidingWindowLog:     redis.NewScript(scripts.SlidingWindowLog),
+	algorithms.SlidingWindowCounter: redis.NewScript(scripts.SlidingWindowCounter),
+	algorithms.TokenBucket:          redis.NewScript(scripts.TokenBucket),
+	algorithms.LeakyBucket:          redis.NewScript(scripts.LeakyBucket),
 }
 
 // Store keeps rate-limit state in Redis (a single server, Sentinel or
@@ -123,7 +125,7 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: with WithInstances(%d) the local limits: %w", algorithms.ErrInvalidOption, s.cfg.redis.instances, err)
 	}
-	l := &redisLimiter{client: s.client, script: scripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
+	l := &redisLimiter{client: s.client, script: algorithmScripts[alg], alg: alg, limits: limits, prefix: s.cfg.prefix + ":{",
 		channel: denialsChannel(s.cfg.prefix), guard: s.guard, twin: twin, twinLimits: shares, twinIndex: twinIndex,
 		instances: s.cfg.redis.instances, salt: rand.Uint64(), saidSpan: saidSpanOf(alg, limits)}
 	for _, lim := range shares {
@@ -139,8 +141,8 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 	l.limitArgs = args[1:]
 	if len(limits) == 1 {
 		p := ratemath.ParamsFor(alg, limits[0])
-		l.scriptOne = redis.NewScript(lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
-		l.scriptBatch = redis.NewScript(lua.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+		l.scriptOne = redis.NewScript(scripts.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+		l.scriptBatch = redis.NewScript(scripts.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 	}
 	// A deciding call has one key and one argument more: its reply's (see
 	// onceTTL).

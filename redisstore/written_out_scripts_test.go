@@ -15,11 +15,11 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/ratemath"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 )
 
 // generalOne is the one-request script built from the algorithm's own
-// check and commit (units.lua, <alg>.lua and one.lua), as lua.OneRequest
+// check and commit (units.lua, <alg>.lua and one.lua), as scripts.OneRequest
 // builds it for the limits that have no written-out script: the reference
 // for the written-out one on records and calls sent again.
 func generalOne(t *testing.T, alg algorithms.Algorithm, p ratemath.Params) string {
@@ -218,9 +218,9 @@ func TestWrittenOutOneScriptsMatchAtBounds(t *testing.T) {
 				if p.Unit != 1 {
 					t.Fatalf("%+v counts in units of %d µs, want 1", lim, p.Unit)
 				}
-				src := lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit)
+				src := scripts.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit)
 				if strings.Contains(src, "local function check") {
-					t.Fatal("lua.OneRequest gave the general script, want the written-out one")
+					t.Fatal("scripts.OneRequest gave the general script, want the written-out one")
 				}
 				r := &writtenRun{ctx: ctx, c: c, p: p, written: frozen(src), general: frozen(generalOne(t, alg, p)), drv: frozen(driverOf[alg])}
 				c.FlushAll(ctx)
@@ -304,7 +304,7 @@ func TestWrittenOutOneScriptsOutOfMemory(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.ConfigSet(ctx, "maxmemory", "0")
-				rw := frozen(lua.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit)).Run(ctx, c, []string{"w:{k}:s"}, 1, "id!")
+				rw := frozen(scripts.OneRequest(string(alg), p.Rate, p.Period, p.Burst, p.Unit)).Run(ctx, c, []string{"w:{k}:s"}, 1, "id!")
 				rd := frozen(driverOf[alg]).Run(ctx, c, []string{"d:{k}:s"}, 1, p.Rate, p.Period, p.Burst, p.Unit)
 				if rw.Err() == nil || fmt.Sprint(rw.Val(), rw.Err()) != fmt.Sprint(rd.Val(), rd.Err()) {
 					t.Fatalf("written-out %q %v, driver %q %v; want the driver's error", rw.Val(), rw.Err(), rd.Val(), rd.Err())

@@ -11,32 +11,32 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/ratemath"
-	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/internal/scripts"
 )
 
 // perCall is the decisions of one batched call: about what redlimit's
 // calls carry from 50 goroutines (BenchmarkLoaded's decisions/call).
 const perCall = 9
 
-// BenchmarkBatched sends calls of perCall keys, one request each, straight
-// to each algorithm's batch script (lua.Batch) and to batchFloor, which
-// decides nothing: what is left between them is the algorithms' own work.
-// Six goroutines keep Redis busy with calls of the same size, with no
-// batcher between (BenchmarkLoaded has redlimit's). Each subject has keys
-// of its own, and a call fails on a denial or a key's error. Figures per
-// decision, as measure reports them.
+// BenchmarkBatched sends calls of perCall keys, one request each,
+// straight to each algorithm's batch script (scripts.Batch) and to
+// batchFloor, which decides nothing: what is left between them is the
+// algorithms' own work. Six goroutines keep Redis busy with calls of the
+// same size, with no batcher between (BenchmarkLoaded has redlimit's).
+// Each subject has keys of its own, and a call fails on a denial or a
+// key's error. Figures per decision, as measure reports them.
 func BenchmarkBatched(b *testing.B) {
 	c := server(b)
 	names := []string{"batch_floor"}
-	scripts := map[string]*redis.Script{"batch_floor": redis.NewScript(batchFloor)}
+	byName := map[string]*redis.Script{"batch_floor": redis.NewScript(batchFloor)}
 	for _, alg := range algorithms.Algorithms {
 		p := ratemath.ParamsFor(alg, limit(alg))
 		names = append(names, string(alg))
-		scripts[string(alg)] = redis.NewScript(lua.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
+		byName[string(alg)] = redis.NewScript(scripts.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))
 	}
 	costs := strings.TrimSuffix(strings.Repeat("1,", perCall), ",")
 	for _, name := range names {
-		s := scripts[name]
+		s := byName[name]
 		call := func(ctx context.Context, i int) error {
 			ks := make([]string, 0, perCall+1)
 			for j := range perCall {

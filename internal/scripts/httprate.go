@@ -1,4 +1,4 @@
-package lua
+package scripts
 
 // The scripts of the go-chi/httprate counter (package httpratecounter).
 // They are not algorithms and take no driver: httprate makes the decision
