@@ -94,7 +94,7 @@ func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want i
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if !g.breaker.Closed() || g.evict.distrusted() != nil || g.refusing() || ctx.Err() != nil {
+	if !g.breaker.Closed() || g.evict.distrusted() != nil || g.refusing() || ctx.Err() != nil || l.afterFault(key) {
 		l.table.unseek(key)
 		return l.redisLimiter.Allow(ctx, key, cost)
 	}
@@ -117,6 +117,19 @@ func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want i
 		return l.ended(ctx, key, cost, err)
 	}
 	return l.fail(key, cost, err)
+}
+
+// afterFault reports whether key owes Redis what the twin admitted, or is
+// gated after a fault (gate.go): its requests then go the exact way,
+// through the gate, and take no lease until its debts have landed.
+func (l *leasedLimiter) afterFault(key string) bool {
+	b := l.guard.batcher
+	if b.gated.Load() == 0 {
+		return false // nothing owed: a key that owes is gated
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gatedLocked(queueKey{l.redisLimiter, key}, l.guard.clock())
 }
 
 // callWithin runs f within the store's timeout (or the context's sooner
@@ -197,6 +210,9 @@ func (l *leasedLimiter) install(key, id, reply string, sent time.Time) (algorith
 	if err != nil {
 		return algorithms.Result{}, err
 	}
+	// Redis's answer, grant counted, is where the twin starts from if
+	// Redis cannot answer next: without it the twin would start fresh.
+	l.guard.said.remember(l.redisLimiter, key, sent, gr.res)
 	now := l.guard.clock()
 	var held heldLease
 	var denied int64
