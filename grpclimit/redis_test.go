@@ -17,15 +17,15 @@ import (
 )
 
 // redisFleet starts n gRPC servers, each with its own go-redis client and
-// Redis store on the one redis-server at addr, limiting with alg and
-// limits and opts; it returns a client of each.
-func redisFleet(t *testing.T, addr string, n int, alg algorithms.Algorithm, limit algorithms.Limit, opts ...grpclimit.Option) []testgrpc.TestServiceClient {
+// Redis store (with storeOpts) on the one redis-server at addr, limiting
+// with alg and limits and opts; it returns a client of each.
+func redisFleet(t *testing.T, addr string, n int, alg algorithms.Algorithm, limit algorithms.Limit, storeOpts []redisstore.Option, opts ...grpclimit.Option) []testgrpc.TestServiceClient {
 	t.Helper()
 	clients := make([]testgrpc.TestServiceClient, n)
 	for i := range n {
 		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rc.Close() })
-		store := must(redisstore.New(rc, redisstore.WithInstances(n)))
+		store := must(redisstore.New(rc, append([]redisstore.Option{redisstore.WithInstances(n)}, storeOpts...)...))
 		t.Cleanup(func() { _ = store.Close(closeCtx()) })
 		l, err := algorithms.New(store, alg, limit)
 		if err != nil {
@@ -45,7 +45,7 @@ func TestRedisThreeServersShareALimit(t *testing.T) {
 	const quota, calls = 10, 30
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
-			clients := redisFleet(t, addr, 3, alg, algorithms.PerMinute(quota),
+			clients := redisFleet(t, addr, 3, alg, algorithms.PerMinute(quota), nil,
 				grpclimit.WithPolicyName(string(alg)))
 			var (
 				wg  sync.WaitGroup
@@ -71,13 +71,53 @@ func TestRedisThreeServersShareALimit(t *testing.T) {
 	}
 }
 
+// TestRedisLeasedServersShareALimit: three servers on leased Redis stores
+// (redisstore.WithLeases) share each limit as docs/redis.md promises: of
+// many concurrent calls from one client spread over them, at most the
+// quota passes, and at most N × q fewer (N = 3 instances, q = max(1,
+// quota/8) = 2 units a lease), while the leases other servers hold are
+// not yet given back; every refusal carries its details and trailers.
+func TestRedisLeasedServersShareALimit(t *testing.T) {
+	addr := testredis.Start(t)
+	const quota, calls, instances, q = 16, 48, 3, 2
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter, algorithms.TokenBucket, algorithms.LeakyBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			clients := redisFleet(t, addr, instances, alg, algorithms.PerMinute(quota),
+				[]redisstore.Option{redisstore.WithLeases(time.Second), redisstore.WithPrefix("leased-" + string(alg))},
+				grpclimit.WithPolicyName(string(alg)))
+			var (
+				wg  sync.WaitGroup
+				mu  sync.Mutex
+				got []codes.Code
+			)
+			for i := range calls {
+				wg.Go(func() {
+					code, _, trailer, err := call(t, clients[i%len(clients)])
+					if code == codes.ResourceExhausted {
+						checkRefusal(t, err, trailer, string(alg), quota)
+					}
+					mu.Lock()
+					got = append(got, code)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			n := count(got)
+			t.Logf("codes %v", n)
+			if n[codes.OK] > quota || n[codes.OK] < quota-instances*q || n[codes.OK]+n[codes.ResourceExhausted] != calls {
+				t.Fatalf("codes %v, want from %d to %d OK and the rest ResourceExhausted", n, quota-instances*q, quota)
+			}
+		})
+	}
+}
+
 // TestRedisAPIKeysAndStreams: on Redis too, known API keys from metadata
 // get a quota each across the servers, and a stream's messages are
 // limited.
 func TestRedisAPIKeysAndStreams(t *testing.T) {
 	addr := testredis.Start(t)
 	known := keyfunc.KnownAPIKey(func(raw string) bool { return raw == "k1" || raw == "k2" })
-	clients := redisFleet(t, addr, 3, algorithms.SlidingWindowCounter, algorithms.PerMinute(3),
+	clients := redisFleet(t, addr, 3, algorithms.SlidingWindowCounter, algorithms.PerMinute(3), nil,
 		grpclimit.WithKeyFunc(keyfunc.APIKey("x-api-key", known)))
 	for _, key := range []string{"k1", "k2"} {
 		var got []codes.Code
