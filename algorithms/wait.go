@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/redlimit/redlimit/internal/pause"
 )
 
 // ErrWaitExceedsDeadline is returned (wrapped) by Wait when the request's
@@ -91,7 +93,7 @@ func Wait(ctx context.Context, l Limiter, key string, cost int) (Result, error) 
 		}
 		if res.Allowed {
 			if res.Delay > 0 {
-				if err := sleep(ctx, res.Delay); err != nil {
+				if err := pause.For(ctx, res.Delay); err != nil {
 					if res.Decider == DecidedByStore {
 						refund(ctx, rl, key, cost, time.Since(reserved))
 					}
@@ -112,11 +114,11 @@ func Wait(ctx context.Context, l Limiter, key string, cost int) (Result, error) 
 				return res, fmt.Errorf("%w: turn in %s, deadline in %s", ErrWaitExceedsDeadline, res.RetryAfter.Round(time.Microsecond), max(left, 0).Round(time.Microsecond))
 			}
 		}
-		pause := wait + jitter(wait)
+		nap := wait + jitter(wait)
 		if hasDeadline {
-			pause = min(pause, max(left, wait))
+			nap = min(nap, max(left, wait))
 		}
-		if err := sleep(ctx, pause); err != nil {
+		if err := pause.For(ctx, nap); err != nil {
 			return Result{}, err
 		}
 	}
@@ -126,18 +128,6 @@ func Wait(ctx context.Context, l Limiter, key string, cost int) (Result, error) 
 // is more.
 func jitter(wait time.Duration) time.Duration {
 	return rand.N(max(wait/10, 2*time.Millisecond))
-}
-
-// sleep waits d, or until ctx ends, then returning ctx.Err().
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // refund gives back a reservation whose wait ended early, within the

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -29,6 +30,9 @@ type batcher struct {
 
 	clock func() time.Time // the store's
 	crew  *crew            // the store's goroutines (crew.go)
+	// callContext returns a context for one call of the settler's, ending
+	// a call timeout from now, or at once when the store closes.
+	callContext func() context.Context
 
 	// Flushers that have nothing to do, and the keys handed to them (see
 	// start).

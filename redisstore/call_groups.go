@@ -49,17 +49,11 @@ func (b *batcher) takeGroupDoubtsLocked(most int) []groupAsk {
 	return asks
 }
 
-// resolveGroups reads the kept replies of asks' calls in one pipeline and
-// turns each doubt into a charge, or drops it, as the invariant says. It
-// reports whether Redis answered every read; an unanswered one stays
-// owed as it was, to be asked again.
-func (b *batcher) resolveGroups(asks []groupAsk) bool {
-	g := asks[0].key.l.guard
-	return b.resolveGroupsIn(g.wheel.contextFor(g.callTimeout()), asks)
-}
-
-// resolveGroupsIn is resolveGroups under ctx (Close's, see settleAll).
-func (b *batcher) resolveGroupsIn(ctx context.Context, asks []groupAsk) bool {
+// resolveGroups reads the kept replies of asks' calls in one pipeline
+// under ctx and turns each doubt into a charge, or drops it, as the
+// invariant says. It reports whether Redis answered every read; an
+// unanswered one stays owed as it was, to be asked again.
+func (b *batcher) resolveGroups(ctx context.Context, asks []groupAsk) bool {
 	l := asks[0].key.l
 	cmds := make([]*redis.StringCmd, len(asks))
 	_, _ = l.client.Pipelined(ctx, func(p redis.Pipeliner) error {

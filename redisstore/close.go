@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redlimit/redlimit/internal/pause"
 )
 
 // ErrClosed is the cause of what a closed store's limiters do: their
@@ -102,11 +104,11 @@ func closeError(charges, leases, running int, waitErr error, ctx context.Context
 }
 
 // settleAll sends what the store owes Redis, on Close's goroutine once
-// the settler and every flusher have returned: the doubts of grouped
-// calls are asked of Redis, the charges sent, a chunk at a time, each
-// attempt bounded by attempt, trying again while Redis does not answer,
-// until nothing is owed or ctx ends; then it takes the store out of the
-// set of debtors. It returns how many keys still owe.
+// the settler and every flusher have returned: in the settler's rounds
+// (settleRound), each bounded by attempt, the doubts of grouped calls are
+// asked of Redis and the charges sent, trying again while Redis does not
+// answer, until nothing is owed or ctx ends; then it takes the store out
+// of the set of debtors. It returns how many keys still owe.
 func (b *batcher) settleAll(ctx context.Context, attempt time.Duration) int {
 	b.mu.Lock()
 	for _, q := range b.queues {
@@ -114,33 +116,19 @@ func (b *batcher) settleAll(ctx context.Context, attempt time.Duration) int {
 	}
 	b.mu.Unlock()
 	wait := time.Duration(0)
-	for ctx.Err() == nil {
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-		}
+	for pause.For(ctx, wait) == nil {
 		b.mu.Lock()
-		asks := b.takeGroupDoubtsLocked(settleChunk)
-		taken := b.takeIdleChargesLocked(settleChunk)
+		asks := b.takeGroupDoubtsLocked(settleStreams * settleChunk)
+		taken := b.takeIdleChargesLocked(settleStreams * settleChunk)
 		owes := len(b.owed) > 0
 		b.mu.Unlock()
-		if !owes && !b.debtors.listed() || ctx.Err() != nil {
-			break // what was taken is still in owed: counted below
+		if !owes && !b.debtors.listed() {
+			break
 		}
 		// A call that ignores ctx (the client does not honour deadlines)
-		// ends at the client's own timeouts: none starts once ctx ended.
+		// ends at the client's own timeouts.
 		actx, cancel := context.WithTimeout(ctx, attempt)
-		answered := b.debtors.tell(actx, owes)
-		if len(asks) > 0 && ctx.Err() == nil {
-			answered = b.resolveGroupsIn(actx, asks) && answered
-		}
-		if len(taken) > 0 && ctx.Err() == nil {
-			answered = b.sendChargesIn(actx, taken) && answered
-		}
+		answered := b.settleRound(actx, owes, asks, taken)
 		cancel()
 		if answered {
 			wait = 0

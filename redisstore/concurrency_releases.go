@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/pause"
 )
 
 // The release line: leases of concurrency limits that Redis may hold and
@@ -140,14 +142,7 @@ func (r *releaseLine) stop() {
 func (r *releaseLine) drain(ctx context.Context) int {
 	wait := time.Duration(0)
 	for {
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-		}
+		_ = pause.For(ctx, wait) // an ended ctx is seen below
 		batch := r.held(releaseBatch)
 		if len(batch) == 0 || ctx.Err() != nil {
 			return r.dropAll()

@@ -102,6 +102,7 @@ func newGuard(cfg config, pool int) *guard {
 	g.batcher = newBatcher(inFlight, rc.maxWaiting, batch, keys)
 	g.batcher.clock = cfg.clock
 	g.batcher.crew = g.crew
+	g.batcher.callContext = func() context.Context { return g.wheel.contextFor(g.callTimeout()) }
 	g.breakerLog = newBreakerLog(g.logBreaker)
 	g.breaker = breaker.New(rc.breaker.breakerConfig(), g.breakerChanged)
 	return g

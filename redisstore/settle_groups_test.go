@@ -62,7 +62,7 @@ func TestGroupedChargesCountOnce(t *testing.T) {
 					if len(asks) != keys {
 						t.Fatalf("%d doubts to ask about, want %d", len(asks), keys)
 					}
-					if !b.resolveGroups(asks) {
+					if !b.resolveGroups(b.callContext(), asks) {
 						t.Fatal("Redis did not answer the reads of the kept replies")
 					}
 				}

@@ -132,7 +132,7 @@ func (b *batcher) retryCharges() {
 		taken := b.takeIdleChargesLocked(settleStreams * settleChunk)
 		owes := len(b.owed) > 0
 		b.mu.Unlock()
-		answered := b.settleRound(owes, asks, taken)
+		answered := b.settleRound(b.callContext(), owes, asks, taken)
 		switch {
 		case !answered:
 			wait = min(2*max(wait, chargeRetryMin/2), chargeRetryMax)
@@ -146,10 +146,12 @@ func (b *batcher) retryCharges() {
 
 // settleRound tells the debtors set whether this store owes, asks Redis
 // about asks' doubts and sends taken's charges, a pipeline per
-// settleChunk keys, all at once; it reports whether Redis answered every
-// call. The first listing as a debtor goes before the charges, so that no
-// other store misses this one's debts; a renewal goes beside them.
-func (b *batcher) settleRound(owes bool, asks []groupAsk, taken []chargeTaken) bool {
+// settleChunk keys, all at once under ctx; it reports whether Redis
+// answered every call. The first listing as a debtor goes before the
+// charges, so that no other store misses this one's debts; a renewal goes
+// beside them. The settler (retryCharges) and Close (settleAll) send
+// their rounds through it.
+func (b *batcher) settleRound(ctx context.Context, owes bool, asks []groupAsk, taken []chargeTaken) bool {
 	var failed atomic.Bool
 	var wg sync.WaitGroup
 	do := func(f func() bool) {
@@ -160,15 +162,15 @@ func (b *batcher) settleRound(owes bool, asks []groupAsk, taken []chargeTaken) b
 		})
 	}
 	if owes && !b.debtors.listed() {
-		failed.Store(!b.debtors.tell(context.Background(), owes))
+		failed.Store(!b.debtors.tell(ctx, owes))
 	} else {
-		do(func() bool { return b.debtors.tell(context.Background(), owes) })
+		do(func() bool { return b.debtors.tell(ctx, owes) })
 	}
 	for part := range slices.Chunk(asks, settleChunk) {
-		do(func() bool { return b.resolveGroups(part) })
+		do(func() bool { return b.resolveGroups(ctx, part) })
 	}
 	for part := range slices.Chunk(taken, settleChunk) {
-		do(func() bool { return b.sendCharges(part) })
+		do(func() bool { return b.sendCharges(ctx, part) })
 	}
 	wg.Wait()
 	return !failed.Load()
@@ -191,16 +193,11 @@ func (b *batcher) takeIdleChargesLocked(most int) []chargeTaken {
 	return taken
 }
 
-// sendCharges sends taken in one pipeline, grouped (settle_groups.go),
-// and settles them; it reports whether all were counted. Its failures are not the observer's (see
-// Observer.StoreError): it tries again until Redis answers.
-func (b *batcher) sendCharges(taken []chargeTaken) bool {
-	g := taken[0].key.l.guard
-	return b.sendChargesIn(g.wheel.contextFor(g.callTimeout()), taken)
-}
-
-// sendChargesIn is sendCharges under ctx (Close's, see settleAll).
-func (b *batcher) sendChargesIn(ctx context.Context, taken []chargeTaken) bool {
+// sendCharges sends taken in one pipeline under ctx, grouped
+// (settle_groups.go), and settles them; it reports whether all were
+// counted. Its failures are not the observer's (see Observer.StoreError):
+// it tries again until Redis answers.
+func (b *batcher) sendCharges(ctx context.Context, taken []chargeTaken) bool {
 	calls, parts := groupedChargeCalls(taken)
 	_ = runCalls(ctx, taken[0].key.l.client, calls)
 	return b.settleParts(taken, parts)
