@@ -51,6 +51,7 @@ type keyQueue struct {
 	id        queueKey
 	waiters   []*waiter
 	scheduled bool
+	late      bool // the key's call in flight is late (late_call.go)
 }
 
 // newBatcher returns a batcher of these bounds (see batcher).

@@ -208,10 +208,15 @@ func (l *redisLimiter) gaveUp(ctx context.Context, key string, w *waiter, probe 
 		<-w.done // delivered meanwhile
 		return l.answered(w, key)
 	}
-	// A waiter never sent says nothing of Redis's health (this process is
-	// saturated); a sent one's call goes on, and its outcome, not this
-	// wait, tells the breaker.
-	if probe && !sent {
+	// A sent waiter's call goes on, and its outcome, or its lateness,
+	// tells the breaker (late_call.go). A waiter never sent says nothing
+	// of Redis's health (this process is saturated), unless a call Redis
+	// has not answered in time held it: it failed then, as that call's
+	// next would, a probe too.
+	switch {
+	case queued && ctxErr == nil && g.batcher.heldBehindLate(l, key):
+		g.breaker.Record(g.clock(), false, probe)
+	case probe && !sent:
 		g.breaker.CancelProbe()
 	}
 	if errors.Is(ctxErr, context.Canceled) {

@@ -70,16 +70,24 @@ func flushAll(g *guard, buf *flushBuf, inline bool) {
 	}
 	// The calls may outlive their waiters' deadline: they are then decided
 	// locally, but the calls go on, so that a connection is not torn down
-	// for a late reply and the breaker hears of Redis's health, not of this
-	// process's pace. Calls that cannot end by callTimeout have failed.
+	// for a late reply. Calls that cannot end by callTimeout have failed.
+	// On a client that does not end a call at its context's deadline, the
+	// breaker hears of a late call at the waiters' deadline (lateCall).
+	var late *lateCall
 	if !inline {
+		if !g.inline {
+			late = newLateCall(g, buf.qs, deadline.Sub(sent), probe)
+		}
 		deadline = deadline.Add(g.callTimeout())
 	}
 	health := run(g.wheel.contextFor(deadline.Sub(sent)), jobs, charges)
 	// An error reply (OOM, say) is Redis answering: the key is decided
 	// locally, but the breaker, which keeps every key away from Redis,
 	// opens only for a Redis that cannot be reached or does not answer.
-	g.breaker.Record(g.clock(), health == nil || classify(health) == ErrorScript, probe)
+	answered := health == nil || classify(health) == ErrorScript
+	if late.endedFirst() || answered {
+		g.breaker.Record(g.clock(), answered, probe)
+	}
 	if health == nil {
 		g.batcher.redisAnswered()
 	}
