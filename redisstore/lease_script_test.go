@@ -20,13 +20,15 @@ var (
 	leaseWindows = []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter}
 )
 
-// leaseLimit is rate per minute for the windows and per hour for the
-// buckets, which then refill less than a token while a test runs.
+// leaseLimit is rate per hour for the windows, whose window then outlasts
+// a test even on a machine loaded many times over, and per day for the
+// buckets, which then refill less than a token while a test runs (at
+// most 1,000 a day: a token in 86 s).
 func leaseLimit(alg algorithms.Algorithm, rate int) algorithms.Limit {
 	if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
-		return algorithms.Limit{Rate: rate, Period: time.Hour}
+		return algorithms.Limit{Rate: rate, Period: 24 * time.Hour}
 	}
-	return algorithms.Limit{Rate: rate, Period: time.Minute}
+	return algorithms.Limit{Rate: rate, Period: time.Hour}
 }
 
 // leasedOn returns a leased limiter of alg and lim on a store of c, with
