@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/redlimit/redlimit/keyfunc"
 )
 
 // A key function that hands out a public key's PEM for an HMAC token (as

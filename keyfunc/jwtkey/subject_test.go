@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/redlimit/redlimit/keyfunc"
 )
 
 var (
