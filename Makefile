@@ -9,7 +9,7 @@
 #   make bench [BENCH=re] [COUNT=n] [PKG=./algorithms/...]
 #   make lint                 gofmt, go vet, staticcheck
 #   make run [ARGS="..."]     run the example server
-#   make fuzz [FUZZTIME=30s] [PKG=./...]  run every fuzz target in turn
+#   make fuzz [FUZZTIME=30s] [PKG=./...]  run every fuzz target in turn (PKG's, then every module's)
 #   make plots                draw docs/admitted-*.png, the algorithms under the same traffic, and
 #                             docs/throughput.png from docs/bench/compare.csv when it is there
 #   make loadtest [ARGS="..."] flood 3 example instances sharing one redis-server (about a minute)
@@ -118,19 +118,23 @@ run:
 	cd example && $(GO) run . $(ARGS)
 
 # Targets are listed with `go test -list`, so a new fuzz function is picked
-# up without editing this file. -fuzz takes one package and one target at a
-# time, hence the loop. The list prints each package's targets before that
-# package's "ok" line, which names the package.
+# up without editing this file: PKG's in the root module, then every
+# package's in each module of MODULES. -fuzz takes one package and one
+# target at a time, hence the loop. The list prints each package's targets
+# before that package's "ok" line, which names the package.
 fuzz:
 	@set -euo pipefail; \
-	targets="$$($(GO) test -list '^Fuzz' $(PKG) | \
-		awk '/^Fuzz/ { names[n++] = $$1; next } \
-		     /^ok/   { for (i = 0; i < n; i++) print $$2, names[i]; n = 0 }')"; \
-	if [[ -z "$$targets" ]]; then echo "no fuzz targets in $(PKG)"; exit 0; fi; \
-	while read -r pkg target; do \
-		echo "== fuzzing $$target in $$pkg for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
-	done <<< "$$targets"
+	for m in . $(MODULES); do \
+		pkgs="./..."; if [[ "$$m" == . ]]; then pkgs="$(PKG)"; fi; \
+		targets="$$(cd "$$m" && $(GO) test -list '^Fuzz' $$pkgs | \
+			awk '/^Fuzz/ { names[n++] = $$1; next } \
+			     /^ok/   { for (i = 0; i < n; i++) print $$2, names[i]; n = 0 }')"; \
+		if [[ -z "$$targets" ]]; then continue; fi; \
+		while read -r pkg target; do \
+			echo "== fuzzing $$target in $$pkg for $(FUZZTIME)"; \
+			(cd "$$m" && $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"); \
+		done <<< "$$targets"; \
+	done
 
 # Builds the example, starts its own redis-server and 3 instances on free
 # loopback ports, runs a one-key flood and a 10,000-client spread against
