@@ -1,7 +1,7 @@
 # Developer and CI entry points for redlimit.
 #
 #   make test                 install redis-server, redis-sentinel, wrk and promtool if possible, then run all tests with -race
-#                             (the gRPC module's, grpclimit, too), then make test-oldest
+#                             (every module's: the root's, then MODULES'), then make test-oldest
 #   make test-scale           the fault path's bounds at scale (tens of thousands of identities, three stores)
 #                             and the full runs of the long differential and fault tests
 #                             (about 15 minutes; .ci/run runs it after make test)
@@ -9,7 +9,7 @@
 #   make bench [BENCH=re] [COUNT=n] [PKG=./algorithms/...]
 #   make lint                 gofmt, go vet, staticcheck
 #   make run [ARGS="..."]     run the example server
-#   make fuzz [FUZZTIME=30s] [PKG=./...]  run every fuzz target in turn
+#   make fuzz [FUZZTIME=30s] [PKG=./...]  run every fuzz target in turn (PKG's, then every module's)
 #   make plots                draw docs/admitted-*.png, the algorithms under the same traffic, and
 #                             docs/throughput.png from docs/bench/compare.csv when it is there
 #   make loadtest [ARGS="..."] flood 3 example instances sharing one redis-server (about a minute)
@@ -36,7 +36,14 @@ GO_OLDEST  ?= go1.25.14
 # Redis-heavy algorithms and fault tests (about 5 minutes between them
 # without -race) run under the current Go only, to keep make test within
 # 10 minutes; vet still compiles every package and test under GO_OLDEST.
-PKG_OLDEST ?= ./config/... ./cmd/... ./example/... ./keyfunc/... ./middleware/... ./metrics/... ./lua/... ./internal/scripts/... ./internal/breaker/...
+PKG_OLDEST ?= ./keyfunc/... ./middleware/... ./lua/... ./internal/scripts/... ./internal/breaker/...
+# The modules beside the root one that make test tests, test-oldest vets
+# (and tests, -short) and make lint covers: each integration that brings a
+# dependency of its own, the example and the command. bench and docs/plots
+# are vetted by test-oldest only.
+# The modules whose tests test-oldest runs (-short), as PKG_OLDEST's.
+OLDEST_MODULES ?= keyfunc/jwtkey config metrics cmd example
+MODULES ?= keyfunc/jwtkey config metrics otelmetrics httpratecounter deploy example cmd grpclimit
 
 .PHONY: test test-scale test-oldest bench lint run fuzz loadtest plots bench-compare bench-http
 
@@ -48,7 +55,9 @@ PKG_OLDEST ?= ./config/... ./cmd/... ./example/... ./keyfunc/... ./middleware/..
 test:
 	bash .ci/install-redis.sh
 	$(GO) test -race -count=1 -p 1 -timeout 30m $(PKG)
-	cd grpclimit && $(GO) test -race -count=1 -timeout 5m ./...
+	set -e; for m in $(MODULES); do \
+		echo "== $$m"; (cd $$m && $(GO) test -race -count=1 -p 1 -timeout 10m ./...); \
+	done
 	$(MAKE) test-oldest
 
 # The fault path's bounds per identity at scale (redisstore/scale_test.go,
@@ -65,17 +74,22 @@ test-scale:
 
 # Builds, vets and tests with GO_OLDEST, so that nothing newer slips in
 # (a language or library feature, or a dependency whose go.mod asks for
-# more). The bench and plots modules, which make test does not run, are
-# vetted too, and so is the gRPC module (grpclimit), which make test tests,
-# and so are the test files behind build tags (scale, attack).
+# more). Every module of MODULES is vetted too, and so are the bench and
+# plots modules, which make test does not run, and the test files behind
+# build tags (scale, attack).
 test-oldest:
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet -tags scale ./redisstore/ ./internal/faults/
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet -tags attack ./redisstore/
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -count=1 -short -p 1 $(PKG_OLDEST)
+	set -e; for m in $(MODULES); do \
+		echo "== $$m"; (cd $$m && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...); \
+	done
+	set -e; for m in $(OLDEST_MODULES); do \
+		(cd $$m && GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -count=1 -short -p 1 ./...); \
+	done
 	cd bench && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
 	cd docs/plots && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
-	cd grpclimit && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKG)
@@ -87,33 +101,40 @@ lint:
 	@out="$$(gofmt -l .)"; \
 	if [[ -n "$$out" ]]; then echo "gofmt -w needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKG)
-	cd grpclimit && $(GO) vet ./...
+	set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then \
+		set -e; \
 		echo "$(GO) run $(STATICCHECK) $(PKG)"; \
 		$(GO) run $(STATICCHECK) $(PKG); \
-		echo "cd grpclimit && $(GO) run $(STATICCHECK) ./..."; \
-		cd grpclimit && $(GO) run $(STATICCHECK) ./...; \
+		for m in $(MODULES); do \
+			echo "cd $$m && $(GO) run $(STATICCHECK) ./..."; \
+			(cd $$m && $(GO) run $(STATICCHECK) ./...); \
+		done; \
 	else \
 		echo "warning: could not fetch or build staticcheck; skipping it" >&2; \
 	fi
 
 run:
-	$(GO) run ./example $(ARGS)
+	cd example && $(GO) run . $(ARGS)
 
 # Targets are listed with `go test -list`, so a new fuzz function is picked
-# up without editing this file. -fuzz takes one package and one target at a
-# time, hence the loop. The list prints each package's targets before that
-# package's "ok" line, which names the package.
+# up without editing this file: PKG's in the root module, then every
+# package's in each module of MODULES. -fuzz takes one package and one
+# target at a time, hence the loop. The list prints each package's targets
+# before that package's "ok" line, which names the package.
 fuzz:
 	@set -euo pipefail; \
-	targets="$$($(GO) test -list '^Fuzz' $(PKG) | \
-		awk '/^Fuzz/ { names[n++] = $$1; next } \
-		     /^ok/   { for (i = 0; i < n; i++) print $$2, names[i]; n = 0 }')"; \
-	if [[ -z "$$targets" ]]; then echo "no fuzz targets in $(PKG)"; exit 0; fi; \
-	while read -r pkg target; do \
-		echo "== fuzzing $$target in $$pkg for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
-	done <<< "$$targets"
+	for m in . $(MODULES); do \
+		pkgs="./..."; if [[ "$$m" == . ]]; then pkgs="$(PKG)"; fi; \
+		targets="$$(cd "$$m" && $(GO) test -list '^Fuzz' $$pkgs | \
+			awk '/^Fuzz/ { names[n++] = $$1; next } \
+			     /^ok/   { for (i = 0; i < n; i++) print $$2, names[i]; n = 0 }')"; \
+		if [[ -z "$$targets" ]]; then continue; fi; \
+		while read -r pkg target; do \
+			echo "== fuzzing $$target in $$pkg for $(FUZZTIME)"; \
+			(cd "$$m" && $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"); \
+		done <<< "$$targets"; \
+	done
 
 # Builds the example, starts its own redis-server and 3 instances on free
 # loopback ports, runs a one-key flood and a 10,000-client spread against

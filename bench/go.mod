@@ -8,14 +8,13 @@ require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redlimit/redlimit v0.0.0
+	github.com/redlimit/redlimit/httpratecounter v0.0.0
 	github.com/ulule/limiter/v3 v3.11.2
 	golang.org/x/time v0.15.0
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/go-chi/chi/v5 v5.5.0 // indirect
-	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
@@ -24,3 +23,5 @@ require (
 )
 
 replace github.com/redlimit/redlimit => ../
+
+replace github.com/redlimit/redlimit/httpratecounter => ../httpratecounter

@@ -8,6 +8,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/chiroute"
 )
 
 // generation is one configuration, built: what requests run under between
@@ -115,6 +116,7 @@ func policyMiddleware(c *Config, p *Policy, sh shared, store *openStore, o *opti
 	opts := []middleware.Option{
 		middleware.WithPolicyName(p.Name),
 		middleware.WithKeyFunc(kf),
+		middleware.WithRoutePattern(chiroute.Pattern), // chi's pattern, r.Pattern elsewhere
 		middleware.WithCredentialFailureKey(sh.credKey),
 		middleware.WithLogger(o.logger),
 		middleware.WithShadow(p.Shadow),

@@ -58,4 +58,7 @@
 // so counts survive every reload that keeps a policy's algorithm and
 // limits. Runtime.Operator serves the operator package's handler on the
 // policies in force, and follows the swaps too.
+//
+// It is a module of its own, github.com/redlimit/redlimit/config, so that
+// only the programs that use it compile the YAML parser.
 package config

@@ -1,12 +1,13 @@
 // Command example is a small API on chi that shows redlimit's per-route
 // limits: each of the five algorithms, keys by client IP, API key and JWT
-// subject, a request cost above 1, and free and pro tiers.
+// subject, a request cost above 1, and free and pro tiers. It is a module
+// of its own (it uses config, metrics and jwtkey); in its folder:
 //
-//	go run ./example                         # memory store
-//	REDIS_URL=redis://localhost:6379/0 go run ./example
-//	go run ./example -mint-token alice       # print a demo JWT for alice
-//	go run ./example -config example/redlimit.yaml   # the limits from a file; SIGHUP reloads it
-//	OPERATOR_TOKEN=s3cret go run ./example           # serve the operator handler under /ops/
+//	go run .                                 # memory store
+//	REDIS_URL=redis://localhost:6379/0 go run .
+//	go run . -mint-token alice               # print a demo JWT for alice
+//	go run . -config redlimit.yaml           # the limits from a file; SIGHUP reloads it
+//	OPERATOR_TOKEN=s3cret go run .           # serve the operator handler under /ops/
 //
 // GET / lists the routes and their limits as JSON. With -operator-token
 // (or $OPERATOR_TOKEN), requests bearing it ("Authorization: Bearer

@@ -14,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/config"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/keyfunc/jwtkey"
 	"github.com/redlimit/redlimit/middleware"
 )
 
@@ -80,7 +81,7 @@ func newIdentities(cfg options) identities {
 	for h := range id.pro {
 		id.known[h] = true
 	}
-	id.jwtFunc = keyfunc.JWTSubject(func(*jwt.Token) (any, error) { return secret, nil },
+	id.jwtFunc = jwtkey.Subject(func(*jwt.Token) (any, error) { return secret, nil },
 		jwt.WithValidMethods([]string{"HS256"}))
 	return id
 }

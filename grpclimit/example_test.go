@@ -21,6 +21,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/grpclimit"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/keyfunc/jwtkey"
 	"github.com/redlimit/redlimit/memstore"
 )
 
@@ -97,7 +98,7 @@ func ExampleStreamServerInterceptor() {
 	opens, _ := algorithms.New(store, algorithms.SlidingWindowCounter, algorithms.PerMinute(10))
 	messages, _ := algorithms.New(store, algorithms.TokenBucket, algorithms.PerMinute(100))
 	secret := []byte("the service's HS256 secret")
-	bySubject := keyfunc.JWTSubject(func(*jwt.Token) (any, error) { return secret, nil },
+	bySubject := jwtkey.Subject(func(*jwt.Token) (any, error) { return secret, nil },
 		jwt.WithValidMethods([]string{"HS256"})) // reads the authorization metadata
 	stream, err := grpclimit.StreamServerInterceptor(opens,
 		grpclimit.WithKeyFunc(bySubject), grpclimit.WithMessageLimiter(messages))

@@ -17,6 +17,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/grpclimit"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/keyfunc/jwtkey"
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
 )
@@ -35,7 +36,7 @@ func FuzzUnaryInterceptor(f *testing.F) {
 		f.Fatal(err)
 	}
 	kf := keyfunc.FirstOf(
-		keyfunc.JWTSubject(func(*jwt.Token) (any, error) { return []byte("fuzz secret of 32 bytes or more!"), nil },
+		jwtkey.Subject(func(*jwt.Token) (any, error) { return []byte("fuzz secret of 32 bytes or more!"), nil },
 			jwt.WithValidMethods([]string{"HS256"})),
 		keyfunc.APIKey("x-api-key", keyfunc.KnownAPIKey(func(raw string) bool { return raw == "known" })),
 		keyfunc.IP(keyfunc.TrustProxies(netip.MustParsePrefix("10.0.0.0/8"))),

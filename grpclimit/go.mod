@@ -7,6 +7,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redlimit/redlimit v0.0.0
+	github.com/redlimit/redlimit/keyfunc/jwtkey v0.0.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260706201446-f0a921348800
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12
@@ -14,7 +15,6 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/go-chi/chi/v5 v5.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
@@ -22,3 +22,5 @@ require (
 )
 
 replace github.com/redlimit/redlimit => ../
+
+replace github.com/redlimit/redlimit/keyfunc/jwtkey => ../keyfunc/jwtkey

@@ -13,6 +13,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/grpclimit"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/keyfunc/jwtkey"
 )
 
 var jwtSecret = []byte("a test secret, at least 32 bytes long")
@@ -35,7 +36,7 @@ func token(t *testing.T, sub string, ttl time.Duration) string {
 func TestCredentials(t *testing.T) {
 	known := map[string]bool{"key-alice": true, "key-bob": true}
 	apiKey := keyfunc.APIKey("x-api-key", keyfunc.KnownAPIKey(func(raw string) bool { return known[raw] }))
-	bearer := keyfunc.JWTSubject(func(*jwt.Token) (any, error) { return jwtSecret, nil },
+	bearer := jwtkey.Subject(func(*jwt.Token) (any, error) { return jwtSecret, nil },
 		jwt.WithValidMethods([]string{"HS256"}))
 	huge := strings.Repeat("A", 1<<20)
 	alice, bob := token(t, "alice", time.Hour), token(t, "bob", time.Hour)

@@ -17,7 +17,7 @@ type Option func(*config)
 // default is keyfunc.IP(), the peer's address. The key function sees the
 // call as CallRequest builds it: the peer's address as RemoteAddr, the
 // metadata as headers (so keyfunc.TrustProxies reads x-forwarded-for from
-// trusted peers only, keyfunc.APIKey a metadata key, keyfunc.JWTSubject the
+// trusted peers only, keyfunc.APIKey a metadata key, jwtkey.Subject the
 // authorization metadata) and the full method name as the pattern. Key API
 // keys only with keyfunc.KnownAPIKey. Nil restores the default.
 func WithKeyFunc(kf keyfunc.KeyFunc) Option {

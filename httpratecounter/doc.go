@@ -103,4 +103,7 @@
 // handler then appends a 429's text; with Options, ErrorHandler answers 503
 // with Retry-After: 1 and no internals, and nothing follows. A call given up on at its timeout may still complete in
 // Redis, so a request refused for a timeout may have been counted.
+//
+// It is a module of its own, github.com/redlimit/redlimit/httpratecounter, so that
+// only the programs that use it compile httprate.
 package httpratecounter

@@ -3,9 +3,6 @@ package keyfunc
 import (
 	"net/http"
 	"testing"
-	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 func benchKey(b *testing.B, kf KeyFunc, r *http.Request) {
@@ -44,11 +41,6 @@ func BenchmarkIP(b *testing.B) {
 func BenchmarkAPIKey(b *testing.B) {
 	benchKey(b, APIKey("X-API-Key"), newRequest("203.0.113.7:1",
 		map[string][]string{"X-API-Key": {"sk_live_4f9a1c2e8b7d6a5f4e3d2c1b0a9f8e7d"}}))
-}
-
-func BenchmarkJWTSubject(b *testing.B) {
-	token := sign(b, jwt.SigningMethodHS256, hmacSecret, claimsFor("alice", time.Hour))
-	benchKey(b, JWTSubject(hmacKey), bearer(token))
 }
 
 func BenchmarkJoinRouteIP(b *testing.B) {

@@ -6,70 +6,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 func constKey(k string) KeyFunc { return func(*http.Request) (string, error) { return k, nil } }
 
-func TestFirstOf(t *testing.T) {
-	const secret = "sk_live_0123456789abcdef0123456789abcdef"
-	chain := FirstOf(JWTSubject(hmacKey), APIKey("X-API-Key"), IP())
-	validToken := sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("alice", time.Hour))
-	expiredToken := sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("alice", -time.Hour))
-
-	tests := []struct {
-		name   string
-		remote string
-		header map[string][]string
-		want   string
-	}{
-		{"token wins", "203.0.113.7:1", map[string][]string{"Authorization": {"Bearer " + validToken}, "X-Api-Key": {secret}}, "sub:alice"},
-		{"API key next", "203.0.113.7:1", map[string][]string{"X-Api-Key": {secret}}, "key:" + HashAPIKey(secret)},
-		{"IP last", "203.0.113.7:1", nil, "ip:203.0.113.7"},
-		{"expired token falls through", "203.0.113.7:1", map[string][]string{"Authorization": {"Bearer " + expiredToken}}, "ip:203.0.113.7"},
-		{"forged token falls through", "203.0.113.7:1", map[string][]string{"Authorization": {"Bearer " + forgeSubject(t, validToken, "bob")}}, "ip:203.0.113.7"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := chain(newRequest(tt.remote, tt.header))
-			if err != nil || got != tt.want {
-				t.Errorf("FirstOf() = %q, %v; want %q", got, err, tt.want)
-			}
-		})
-	}
-
-	t.Run("empty key skipped", func(t *testing.T) {
-		got, err := FirstOf(constKey(""), constKey("x:1"))(newRequest("", nil))
-		if err != nil || got != "x:1" {
-			t.Errorf("FirstOf() = %q, %v; want x:1", got, err)
-		}
-	})
-}
-
-func TestFirstOfAllFail(t *testing.T) {
-	const secret = "sk_live_0123456789abcdef0123456789abcdef"
-	token := sign(t, jwt.SigningMethodHS256, otherKey, claimsFor("alice", time.Hour))
-	r := newRequest("bogus", map[string][]string{
-		"Authorization": {"Bearer " + token},
-		"X-Api-Key":     {secret + strings.Repeat("x", MaxAPIKeyLen)},
-	})
-	got, err := FirstOf(JWTSubject(hmacKey), APIKey("X-API-Key"), IP(), constKey(""))(r)
-	if err == nil || got != "" {
-		t.Fatalf("FirstOf() = %q, %v; want an error", got, err)
-	}
-	for _, want := range []error{ErrNoKey, ErrInvalidToken, jwt.ErrTokenSignatureInvalid, ErrInvalidAPIKey, ErrNoClientIP, ErrEmptyKey} {
-		if !errors.Is(err, want) {
-			t.Errorf("error %q does not wrap %q", err, want)
-		}
-	}
-	text := err.Error()
-	if strings.Contains(text, secret) || strings.Contains(text, token) || strings.Contains(text, strings.Split(token, ".")[2]) {
-		t.Errorf("error text %q holds a secret", text)
-	}
-	if strings.Contains(text, "\n") {
-		t.Errorf("error text %q spans lines", text)
+func TestFirstOfSkipsEmptyKey(t *testing.T) {
+	got, err := FirstOf(constKey(""), constKey("x:1"))(newRequest("", nil))
+	if err != nil || got != "x:1" {
+		t.Errorf("FirstOf() = %q, %v; want x:1", got, err)
 	}
 }
 
@@ -150,7 +94,6 @@ func TestNamespaces(t *testing.T) {
 	fns := map[string]KeyFunc{
 		"ip:":     IP(IPv6Prefix(128)),
 		"key:":    APIKey("X-API-Key"),
-		"sub:":    JWTSubject(hmacKey),
 		"method:": Method,
 	}
 	seen := map[string]string{}
@@ -173,7 +116,6 @@ func TestNamespaces(t *testing.T) {
 		r.Method = s
 		r.URL.Path = s
 		r.Header.Set("X-API-Key", s)
-		r.Header.Set("Authorization", "Bearer "+sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor(s, time.Hour)))
 		for ns, kf := range fns {
 			if key, err := kf(r); err == nil {
 				record(ns, key)
@@ -182,7 +124,7 @@ func TestNamespaces(t *testing.T) {
 		key, _ := Route(r)
 		record("path:", key)
 	}
-	if len(seen) < 3*len(odd) {
+	if len(seen) < 2*len(odd) {
 		t.Errorf("only %d distinct keys from %d requests", len(seen), len(odd))
 	}
 }

@@ -1,6 +1,9 @@
 // Package keyfunc answers "who is asking" for a rate limiter: it turns an
 // HTTP request into a key that names the requester, such as the client's IP
-// address, a hashed API key or the subject of a verified JWT.
+// address, a hashed API key, the route or the method. The subject of a
+// verified JWT comes from the jwtkey package, a module of its own
+// (github.com/redlimit/redlimit/keyfunc/jwtkey), so that a program that
+// keys by IP or API key never compiles a JWT library.
 //
 // A [KeyFunc] has the same shape as httprate's KeyFunc, so functions move
 // between the two packages with a plain conversion.
@@ -21,7 +24,7 @@
 // else by where they come from:
 //
 //	key := keyfunc.FirstOf(
-//		keyfunc.JWTSubject(verify),
+//		jwtkey.Subject(verify),
 //		keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(isIssuedKey)),
 //		keyfunc.IP(keyfunc.TrustProxies(netip.MustParsePrefix("10.0.0.0/8"))),
 //	)

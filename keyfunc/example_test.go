@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"net/netip"
-	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/redlimit/redlimit/keyfunc"
 )
@@ -63,42 +60,11 @@ func ExampleAPIKey() {
 	// true
 }
 
-// Only a verified token names the requester.
-func ExampleJWTSubject() {
-	secret := []byte("an HMAC secret of at least 32 bytes")
-	key := keyfunc.JWTSubject(
-		func(*jwt.Token) (any, error) { return secret, nil },
-		jwt.WithValidMethods([]string{"HS256"}),
-		jwt.WithIssuer("https://auth.example"),
-		jwt.WithLeeway(5*time.Second),
-	)
-
-	claims := jwt.RegisteredClaims{
-		Subject:   "user-42",
-		Issuer:    "https://auth.example",
-		ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour)),
-	}
-	token, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
-
-	r := httptest.NewRequest("GET", "/", nil)
-	r.Header.Set("Authorization", "Bearer "+token)
-	fmt.Println(key(r))
-
-	forged, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte("a guess at the secret"))
-	r.Header.Set("Authorization", "Bearer "+forged)
-	_, err := key(r)
-	fmt.Println(errors.Is(err, keyfunc.ErrInvalidToken))
-	// Output:
-	// sub:user-42 <nil>
-	// true
-}
-
-// Authenticated callers are keyed by who they are, everyone else by where
-// they come from.
+// Callers with an issued API key are keyed by it, everyone else by where
+// they come from (a verified JWT's subject, from the jwtkey module, goes
+// first in such a chain).
 func ExampleFirstOf() {
-	secret := []byte("an HMAC secret of at least 32 bytes")
 	key := keyfunc.FirstOf(
-		keyfunc.JWTSubject(func(*jwt.Token) (any, error) { return secret, nil }),
 		keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(raw string) bool { return raw == "sk_live_abc123" })),
 		keyfunc.IP(),
 	)
@@ -107,7 +73,7 @@ func ExampleFirstOf() {
 	r.RemoteAddr = "203.0.113.9:1234"
 	fmt.Println(key(r))
 
-	r.Header.Set("Authorization", "Bearer not.a.token") // falls through
+	r.Header.Set("X-API-Key", "sk_live_made_up") // falls through
 	fmt.Println(key(r))
 
 	// A per-route limit for each caller.

@@ -1,11 +1,10 @@
 package keyfunc
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/netip"
-
-	chimw "github.com/go-chi/chi/v5/middleware"
 
 	"github.com/redlimit/redlimit/internal/intern"
 )
@@ -37,7 +36,8 @@ type ipConfig struct {
 	trusted       []netip.Prefix
 	v6Bits        int
 	forwardedOnly bool
-	err           error // the first invalid option
+	chosen        func(context.Context) netip.Addr // ClientAddrFrom's, or nil
+	err           error                            // the first invalid option
 }
 
 func (c *ipConfig) fail(err error) {
@@ -101,6 +101,36 @@ func ForwardedHeaderOnly() IPOption {
 	return func(c *ipConfig) { c.forwardedOnly = true }
 }
 
+// ClientAddrFrom has [IP] take the client address that a middleware
+// earlier in the chain chose and put in the request's context, when get
+// returns a valid one: chi's ClientIPFrom* middlewares, for instance, with
+//
+//	keyfunc.IP(keyfunc.ClientAddrFrom(chimiddleware.GetClientIPAddr))
+//
+// (chimiddleware being github.com/go-chi/chi/v5/middleware). Only the
+// server sets context values, so the address is as trustworthy as that
+// middleware's configuration, and trusted proxies need not be configured
+// twice: [TrustProxies] is then not consulted. A nil get makes the option
+// invalid.
+func ClientAddrFrom(get func(ctx context.Context) netip.Addr) IPOption {
+	return func(c *ipConfig) {
+		if get == nil {
+			c.fail(fmt.Errorf("%w: ClientAddrFrom: nil function", ErrInvalidOption))
+			return
+		}
+		c.chosen = get
+	}
+}
+
+// chosenAddr returns the address ClientAddrFrom's function chose for r,
+// or the zero Addr.
+func (c *ipConfig) chosenAddr(r *http.Request) netip.Addr {
+	if c.chosen == nil {
+		return netip.Addr{}
+	}
+	return c.chosen(r.Context())
+}
+
 // IP returns a KeyFunc that keys a request by its client's address:
 // "ip:192.0.2.1" for IPv4, "ip:2001:db8:1:2::/64" for IPv6 (see
 // [IPv6Prefix]). IPv4-mapped IPv6 addresses are folded to IPv4 and zones
@@ -108,11 +138,9 @@ func ForwardedHeaderOnly() IPOption {
 //
 // Where the address comes from, in order:
 //
-//  1. The address chosen by one of chi's ClientIPFrom* middlewares
-//     (middleware.GetClientIPAddr), when one ran earlier in the chain. Only
-//     the server sets context values, so this is as trustworthy as the
-//     middleware's configuration, and trusted proxies need not be
-//     configured twice. [TrustProxies] is then not consulted.
+//  1. With [ClientAddrFrom], the address a middleware earlier in the
+//     chain chose (one of chi's ClientIPFrom* middlewares, for instance),
+//     when it chose one. [TrustProxies] is then not consulted.
 //  2. RemoteAddr, the TCP peer, which nobody can forge.
 //  3. When RemoteAddr is in a [TrustProxies] prefix, the forwarding
 //     headers, walked from the right: X-Forwarded-For, or RFC 7239
@@ -154,7 +182,7 @@ func NewIP(opts ...IPOption) (KeyFunc, error) {
 // the commonest case, is its own key text: it is neither parsed into an
 // address (but for the trust check) nor formatted back.
 func (c *ipConfig) key(r *http.Request) (string, error) {
-	if !chimw.GetClientIPAddr(r.Context()).IsValid() {
+	if !c.chosenAddr(r).IsValid() {
 		if host, a, ok := canonicalIPv4(r.RemoteAddr); ok && !c.isTrusted(a) {
 			return textKey(host), nil
 		}
@@ -196,7 +224,7 @@ func normalize(a netip.Addr) netip.Addr {
 }
 
 func (c *ipConfig) clientAddr(r *http.Request) (netip.Addr, error) {
-	if a := chimw.GetClientIPAddr(r.Context()); a.IsValid() {
+	if a := c.chosenAddr(r); a.IsValid() {
 		return normalize(a), nil
 	}
 	peer, ok := parseRemoteAddr(r.RemoteAddr)

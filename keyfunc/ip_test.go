@@ -122,6 +122,7 @@ func TestIPInvalidOptions(t *testing.T) {
 		{"IPv4 /0 trusts everyone", TrustProxies(netip.MustParsePrefix("0.0.0.0/0"))},
 		{"IPv6 /0 trusts everyone", TrustProxies(netip.MustParsePrefix("::/0"))},
 		{"mapped /96 trusts every IPv4", TrustProxies(netip.MustParsePrefix("::ffff:0.0.0.0/96"))},
+		{"ClientAddrFrom nil", ClientAddrFrom(nil)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,6 +221,7 @@ func TestListScannerBudget(t *testing.T) {
 }
 
 func TestIPFromChi(t *testing.T) {
+	fromChi := ClientAddrFrom(chimw.GetClientIPAddr)
 	tests := []struct {
 		name   string
 		mw     func(http.Handler) http.Handler
@@ -228,16 +230,18 @@ func TestIPFromChi(t *testing.T) {
 		header map[string][]string
 		want   string
 	}{
-		{"chi ClientIPFromXFF decision reused", chimw.ClientIPFromXFF("10.0.0.0/8"), nil,
+		{"chi ClientIPFromXFF decision reused", chimw.ClientIPFromXFF("10.0.0.0/8"), []IPOption{fromChi},
 			"10.0.0.1:1", xff("198.51.100.1, 203.0.113.5"), "ip:203.0.113.5"},
-		{"chi decision wins over TrustProxies", chimw.ClientIPFromXFF("10.0.0.0/8"), []IPOption{TrustProxies(netip.MustParsePrefix("0.0.0.0/1"))},
+		{"chi decision wins over TrustProxies", chimw.ClientIPFromXFF("10.0.0.0/8"), []IPOption{fromChi, TrustProxies(netip.MustParsePrefix("0.0.0.0/1"))},
 			"10.0.0.1:1", xff("198.51.100.1, 203.0.113.5"), "ip:203.0.113.5"},
-		{"chi IPv6 decision keyed by prefix", chimw.ClientIPFromXFF("10.0.0.0/8"), nil,
+		{"chi IPv6 decision keyed by prefix", chimw.ClientIPFromXFF("10.0.0.0/8"), []IPOption{fromChi},
 			"10.0.0.1:1", xff("2001:db8:1:2::7"), "ip:2001:db8:1:2::/64"},
-		{"chi RemoteAddr decision, zone dropped", chimw.ClientIPFromRemoteAddr, []IPOption{IPv6Prefix(128)},
+		{"chi RemoteAddr decision, zone dropped", chimw.ClientIPFromRemoteAddr, []IPOption{fromChi, IPv6Prefix(128)},
 			"[fe80::1%eth0]:1", nil, "ip:fe80::1"},
-		{"no chi decision falls back", chimw.ClientIPFromXFF("10.0.0.0/8"), nil,
+		{"no chi decision falls back", chimw.ClientIPFromXFF("10.0.0.0/8"), []IPOption{fromChi},
 			"10.0.0.1:1", xff("garbage"), "ip:10.0.0.1"},
+		{"chi decision unread without ClientAddrFrom", chimw.ClientIPFromXFF("10.0.0.0/8"), nil,
+			"10.0.0.1:1", xff("198.51.100.1, 203.0.113.5"), "ip:10.0.0.1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,7 +262,8 @@ func TestIPFromChi(t *testing.T) {
 	}
 }
 
-// TestIPChiWithoutRemoteAddr checks that chi's decision is used even when
+// TestIPChiWithoutRemoteAddr checks that chi's decision, read through
+// ClientAddrFrom, is used even when
 // RemoteAddr itself would not parse.
 func TestIPChiWithoutRemoteAddr(t *testing.T) {
 	r := newRequest("bogus", nil)
@@ -272,7 +277,7 @@ func TestIPChiWithoutRemoteAddr(t *testing.T) {
 	chimw.ClientIPFromRemoteAddr(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		ctx = r.Context()
 	})).ServeHTTP(httptest.NewRecorder(), newRequest("203.0.113.7:1", nil))
-	got, err = IP()(r.WithContext(ctx))
+	got, err = IP(ClientAddrFrom(chimw.GetClientIPAddr))(r.WithContext(ctx))
 	if err != nil || got != "ip:203.0.113.7" {
 		t.Errorf("with chi: %q, %v; want ip:203.0.113.7", got, err)
 	}

@@ -10,8 +10,8 @@ import (
 // address lies in one of prefixes, for allow-lists such as
 // middleware.WithSkip. The client address is found exactly as [IP] finds
 // it, with the same options: RemoteAddr, or behind a [TrustProxies] prefix
-// the forwarding headers walked from the right, or the address chosen by
-// one of chi's ClientIPFrom* middlewares. So a client that writes its own
+// the forwarding headers walked from the right, or with [ClientAddrFrom]
+// the address a middleware earlier in the chain chose. So a client that writes its own
 // X-Forwarded-For is matched by its real address unless its peer is a
 // trusted proxy: an allow-list is only as safe as the proxies it trusts.
 // [IPv6Prefix] does not apply: the whole address is matched.

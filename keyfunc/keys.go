@@ -46,20 +46,6 @@ func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
-// isIdentByte admits what subjects usually hold (UUIDs, numbers, e-mail
-// addresses, URLs without query strings) and nothing that could be read
-// as a separator or an escape.
-func isIdentByte(c byte) bool {
-	if isAlnum(c) {
-		return true
-	}
-	switch c {
-	case '-', '.', '_', '~', '@', '+', '=', ':', '/':
-		return true
-	}
-	return false
-}
-
 // isPatternByte admits printable ASCII and the space of ServeMux patterns
 // ("GET /items/{id}"), except the Join separator, its escape character and
 // the hash mark.

@@ -1,10 +1,6 @@
 package keyfunc
 
-import (
-	"net/http"
-
-	"github.com/go-chi/chi/v5"
-)
+import "net/http"
 
 // Bounds on the parts of a request that Route and Method key by.
 const (
@@ -12,11 +8,11 @@ const (
 	maxMethodLen  = 32
 )
 
-// Route keys a request by the route it matched: "route:" followed by chi's
-// route pattern ("route:/users/{id}") when chi has routed the request, or
-// else by the ServeMux pattern in r.Pattern ("route:GET /users/{id}").
+// Route keys a request by the route it matched: "route:" followed by the
+// pattern in r.Pattern, which http.ServeMux fills ("route:GET /users/{id}")
+// and so does chi from v5.5 on ("route:/users/{id}").
 //
-// Without either it falls back to the URL path, in a namespace of its own
+// Without a pattern it falls back to the URL path, in a namespace of its own
 // ("path:/users/42") so that a client cannot request a literal path that
 // lands in a pattern's bucket. Paths are as many as clients care to
 // invent, so use Route where the pattern is known: on chi, inside the
@@ -28,14 +24,8 @@ const (
 // Route never fails; it has the KeyFunc shape so it can be passed to
 // [Join] and [FirstOf] as it is.
 func Route(r *http.Request) (string, error) {
-	pattern := r.Pattern
-	if rc := chi.RouteContext(r.Context()); rc != nil {
-		if p := rc.RoutePattern(); p != "" {
-			pattern = p
-		}
-	}
-	if pattern != "" {
-		return namespaced("route:", pattern, maxPatternLen, isPatternByte), nil
+	if r.Pattern != "" {
+		return namespaced("route:", r.Pattern, maxPatternLen, isPatternByte), nil
 	}
 	path := "/"
 	if r.URL != nil && r.URL.Path != "" {

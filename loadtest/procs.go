@@ -155,15 +155,16 @@ func moduleRoot(ctx context.Context, goTool string) (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// buildExample builds the example into dir and returns the binary's path.
+// buildExample builds the example (a module of its own, in example/) into
+// dir and returns the binary's path.
 func buildExample(ctx context.Context, goTool, dir string) (string, error) {
 	root, err := moduleRoot(ctx, goTool)
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "example")
-	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, "./example")
-	cmd.Dir = root
+	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join(root, "example")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("go build ./example: %w", err)

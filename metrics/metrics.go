@@ -21,6 +21,9 @@
 // connection, script or other. The breaker gauge's policy is the
 // middleware's policy name for its own breaker, and the store's prefix for
 // a Redis store's.
+//
+// It is a module of its own, github.com/redlimit/redlimit/metrics, so that
+// only the programs that use it compile Prometheus.
 package metrics
 
 import (

@@ -3,13 +3,10 @@ package middleware
 import (
 	"context"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"testing"
-
-	"github.com/go-chi/httprate"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
@@ -80,15 +77,6 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Run("memory", func(b *testing.B) {
 		lim := newLimiter(b, must(memstore.New()), algorithms.FixedWindow, huge)
 		serveParallel(b, mustNew(b, lim)(trivial), reqs, http.StatusNoContent)
-	})
-	b.Run("httprate", func(b *testing.B) {
-		// The same work by github.com/go-chi/httprate in memory, measured in
-		// the same run: a baseline, not a dependency of the middleware.
-		byRemoteAddr := func(r *http.Request) (string, error) {
-			host, _, err := net.SplitHostPort(r.RemoteAddr)
-			return httprate.CanonicalizeIP(host), err
-		}
-		serveParallel(b, httprate.LimitBy(huge.Rate, huge.Period, byRemoteAddr)(trivial), reqs, http.StatusNoContent)
 	})
 	b.Run("memory-allow", func(b *testing.B) {
 		// The limiter alone, on the keys the middleware derives.

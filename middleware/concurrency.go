@@ -133,7 +133,7 @@ func (h *concurrencyHandler) acquire(r *http.Request, key string) (verdict, *alg
 	c := h.c
 	v := verdict{key: key}
 	if c.routeScope {
-		v.key = scoped(r, key)
+		v.key = c.scoped(r, key)
 	}
 	start := time.Now() // the deadline's and the observer's
 	d := newDecisionAt(r.Context(), start, c.timeout)

@@ -28,6 +28,7 @@ type config struct {
 	fallback         algorithms.Limiter
 	breakFor         time.Duration
 	routeScope       bool
+	routePattern     func(*http.Request) string
 	unavailableRetry time.Duration
 	logger           *slog.Logger
 	legacy           bool
@@ -115,6 +116,8 @@ func (c *config) prepare() error {
 		return fmt.Errorf("unknown reset mode %d", c.resetMode)
 	case c.skipNil:
 		return errors.New("WithSkip: nil function")
+	case c.routePattern == nil:
+		return errors.New("WithRoutePattern: nil function")
 	case c.now == nil:
 		return errors.New("nil clock")
 	case c.observer != nil && isNil(c.observer):
@@ -203,6 +206,7 @@ func newConfig() *config {
 		policy:           RefuseOnError,
 		breakFor:         DefaultBreakFor,
 		routeScope:       true,
+		routePattern:     requestPattern,
 		unavailableRetry: time.Second,
 		legacy:           true,
 		ietf:             true,

@@ -3,11 +3,10 @@ package middleware
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -19,9 +18,17 @@ const knownKey = "sk_live_known_0123456789"
 // knownKeys is an API key function that accepts knownKey alone.
 var knownKeys = keyfunc.APIKey("X-API-Key", keyfunc.KnownAPIKey(func(raw string) bool { return raw == knownKey }))
 
-// bearerSubject accepts HS256 tokens signed with a secret no test sends.
-var bearerSubject = keyfunc.JWTSubject(func(*jwt.Token) (any, error) { return []byte("the server's secret"), nil },
-	jwt.WithValidMethods([]string{"HS256"}))
+// bearerSubject stands in for jwtkey.Subject, a module of its own whose
+// tests send real tokens through the middleware: it fails as Subject does,
+// with keyfunc.ErrNoToken without a bearer token and keyfunc.ErrInvalidToken
+// for any token, since no test holds the server's secret.
+var bearerSubject keyfunc.KeyFunc = func(r *http.Request) (string, error) {
+	v := r.Header.Get("Authorization")
+	if !strings.HasPrefix(v, "Bearer ") {
+		return "", keyfunc.ErrNoToken
+	}
+	return "", fmt.Errorf("%w: signature is invalid", keyfunc.ErrInvalidToken)
+}
 
 func randomKey(t *testing.T) string {
 	var b [16]byte
@@ -34,12 +41,9 @@ func randomKey(t *testing.T) string {
 func TestCredentialGuessingIsLimited(t *testing.T) {
 	const guesses = 1000
 	forged := func(t *testing.T) []string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice"})
-		s, err := tok.SignedString([]byte("a guessed secret"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []string{"Authorization", "Bearer " + s}
+		// An HS256 token's header and claims {"sub":"alice"}, and a guess
+		// at its signature.
+		return []string{"Authorization", "Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSJ9." + randomKey(t)}
 	}
 	tests := []struct {
 		name    string

@@ -40,7 +40,7 @@ func (c *config) decide(r *http.Request, key string) verdict {
 		}
 	}
 	if c.routeScope {
-		v.key = scoped(r, key)
+		v.key = c.scoped(r, key)
 	}
 	if c.observer != nil {
 		v.clock.start = monotonic()

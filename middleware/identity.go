@@ -58,7 +58,7 @@ func (c *config) credentialFailed(w http.ResponseWriter, r *http.Request, err er
 	}
 	key := credentialNamespace + client
 	if c.routeScope {
-		key = scoped(r, key)
+		key = c.scoped(r, key)
 	}
 	var t readings
 	d, res, derr := c.askGuarded(r.Context(), c.limiter, key, 1, 0, &t)

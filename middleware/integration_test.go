@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -88,7 +87,6 @@ func TestMemoryStore(t *testing.T) {
 }
 
 func TestKeyfuncErrors(t *testing.T) {
-	verify := func(*jwt.Token) (any, error) { return []byte("test-secret-of-32-bytes-or-more!"), nil }
 	badToken := "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJtYWxsb3J5In0.c2lnbmF0dXJlLWZvcmdlZA"
 	tests := []struct {
 		name       string
@@ -100,10 +98,10 @@ func TestKeyfuncErrors(t *testing.T) {
 		{"no API key", keyfunc.APIKey("X-API-Key"), nil, http.StatusUnauthorized, []string{"APIKey"}},
 		{"API key too long", keyfunc.APIKey("X-API-Key"), []string{"X-API-Key", strings.Repeat("k", 300)},
 			http.StatusUnauthorized, []string{"APIKey"}},
-		{"no token", keyfunc.JWTSubject(verify), nil, http.StatusUnauthorized, []string{"Bearer"}},
-		{"forged token", keyfunc.JWTSubject(verify), []string{"Authorization", badToken},
+		{"no token", bearerSubject, nil, http.StatusUnauthorized, []string{"Bearer"}},
+		{"forged token", bearerSubject, []string{"Authorization", badToken},
 			http.StatusUnauthorized, []string{`Bearer error="invalid_token"`}},
-		{"neither token nor key", keyfunc.FirstOf(keyfunc.JWTSubject(verify), keyfunc.APIKey("X-API-Key")), nil,
+		{"neither token nor key", keyfunc.FirstOf(bearerSubject, keyfunc.APIKey("X-API-Key")), nil,
 			http.StatusUnauthorized, []string{"Bearer", "APIKey"}},
 		{"no client address", keyfunc.IP(), nil, http.StatusBadRequest, nil},
 		{"misconfigured key function", keyfunc.APIKey(""), nil, http.StatusBadRequest, nil},

@@ -111,15 +111,29 @@ func WithFallback(l algorithms.Limiter) Option {
 }
 
 // WithRouteScope sets whether each route counts apart (the default): the
-// key is prefixed with the route pattern that matched the request (chi's,
-// or http.ServeMux's r.Pattern), so two routes never share a counter even
-// when their limiters are alike or the same, while every instance of an
-// application still shares each route's counter. Mounted where no pattern
-// is known yet (a top-level r.Use, a middleware around a whole mux), or
-// with scoping off, the middleware counts all its requests under the key
-// alone. ScopedKey builds a client's key on a route, for Peek and Reset.
+// key is prefixed with the route pattern that matched the request (see
+// WithRoutePattern), so two routes never share a counter even when their
+// limiters are alike or the same, while every instance of an application
+// still shares each route's counter. Mounted where no pattern is known yet
+// (a top-level r.Use, a middleware around a whole mux), or with scoping
+// off, the middleware counts all its requests under the key alone.
+// ScopedKey builds a client's key on a route, for Peek and Reset.
 func WithRouteScope(on bool) Option {
 	return func(c *config) { c.routeScope = on }
+}
+
+// WithRoutePattern sets how the middleware reads the pattern of the route
+// a request matched, for WithRouteScope; "" means none is known. The
+// default reads r.Pattern, which http.ServeMux fills and so does chi from
+// v5.5 on, and drops a trailing "*" wildcard segment ("/g/*" counts as
+// "/g"), so that a chi group's middleware counts the whole group as one
+// whatever the path; a chi route of its own ending in "/*" then shares its
+// parent's count (the stricter side). chiroute.Pattern (package
+// middleware/chiroute) reads chi's routing context instead and keeps such
+// a route apart, as does a function of your own for another router. A
+// nil function is refused by New.
+func WithRoutePattern(pattern func(r *http.Request) string) Option {
+	return func(c *config) { c.routePattern = pattern }
 }
 
 // WithBreakFor sets how long the middleware stops asking a limiter that

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/redlimit/redlimit/internal/intern"
 )
 
@@ -16,42 +14,41 @@ import (
 // Reset (see the operator package): identity is what the key function
 // returns ("ip:203.0.113.7", "key:"+keyfunc.HashAPIKey(raw), "sub:alice"),
 // routePattern the pattern as given to the router: chi's ("/api/me"; for
-// a middleware a chi group uses, the group's "/g") or http.ServeMux's
-// ("GET /api/me", whose host, if any, is left out as the middleware does).
+// a middleware a chi group uses, the group's "/g"; for a route ending in
+// "/*", the pattern without "/*" unless WithRoutePattern(chiroute.Pattern)
+// keeps it) or http.ServeMux's ("GET /api/me", whose host, if any, is left
+// out as the middleware does).
 // An empty routePattern returns identity itself, the key of a middleware
 // with WithRouteScope(false) or mounted where no pattern is known.
 func ScopedKey(routePattern, identity string) string {
 	return scopeKey(withoutHost(routePattern), identity)
 }
 
-// scoped prefixes key with the route pattern that matched r, if any.
-func scoped(r *http.Request, key string) string {
-	return scopeKey(routeOf(r), key)
+// scoped prefixes key with the route pattern that matched r, if any, as
+// the config's routePattern reads it.
+func (c *config) scoped(r *http.Request, key string) string {
+	return scopeKey(withoutHost(c.routePattern(r)), key)
 }
 
-// routeOf returns the pattern of the route that matched r, "" if none.
+// requestPattern is WithRoutePattern's default: r.Pattern, with a
+// trailing "*" segment dropped ("/g/*" is "/g", "/*" is "/").
 //
-// A ServeMux pattern's host is left out ("GET api.example.com/items" counts
-// as "GET /items"), so that one handler under several hosts has one budget
-// rather than one per Host header a client sends.
-func routeOf(r *http.Request) string {
-	pattern := withoutHost(r.Pattern)
-	if rc := chi.RouteContext(r.Context()); rc != nil {
-		p := rc.RoutePattern()
-		// A mounted group's middleware runs before the group routes and
-		// sees the mount's pattern, "/a" or "/a/*" (chi trims "/a/"), with
-		// the wildcard emptied by chi's mount handler: the wildcard is
-		// trimmed so that the whole group counts as one. An endpoint's own
-		// "/a/*" keeps what it matched, and counts apart from "/a" (but for
-		// a request of exactly "/a/", whose wildcard is empty too).
-		if strings.HasSuffix(p, "/*") && rc.URLParam("*") == "" {
-			p = strings.TrimSuffix(p, "/*")
-		}
-		if p != "" {
-			pattern = p
-		}
+// A chi group's middleware runs before the group routes and sees the
+// mount's pattern, "/g" for a request of exactly "/g" and "/g/*" for any
+// other: without the drop one group would have two counts, and a client
+// twice the limit. http.ServeMux patterns name wildcards in braces, so
+// the drop only ever merges a literal "*" segment with its parent (the
+// stricter side). A ServeMux pattern's host is left out by scoped.
+func requestPattern(r *http.Request) string {
+	p := r.Pattern
+	if !strings.HasSuffix(p, "/*") {
+		return p
 	}
-	return pattern
+	p = p[:len(p)-1] // "/g/", "/", "GET /"
+	if len(p) > 1 && p[len(p)-2] != ' ' {
+		p = p[:len(p)-1]
+	}
+	return p
 }
 
 // scopeKey prefixes key with pattern. The pattern comes from the server's

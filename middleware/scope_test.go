@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/redlimit/redlimit/middleware/chiroute"
 )
 
 func TestWithoutHost(t *testing.T) {
@@ -27,37 +29,76 @@ func TestWithoutHost(t *testing.T) {
 	}
 }
 
-// chi: an endpoint "/files/*" counts apart from "/files"; a group mounted
-// at "/g" still counts as one, whatever its routes.
+// chi: a group mounted at "/g" counts as one, whatever its routes, with
+// either reading of the pattern; an endpoint "/files/*" counts apart from
+// "/files" under chiroute.Pattern, and with it under the default.
 func TestScopeChiWildcards(t *testing.T) {
-	clock := newFakeClock()
-	lim := newCounter(clock, 1, time.Minute)
-	mw := mustNew(t, lim, WithKeyFunc(headerKey), withClock(clock.Now))
-	ok := func(http.ResponseWriter, *http.Request) {}
-	r := chi.NewRouter()
-	r.With(mw).Get("/files", ok)
-	r.With(mw).Get("/files/*", ok)
-	r.Route("/g", func(r chi.Router) {
-		r.Use(mw)
-		r.Get("/", ok)
-		r.Get("/a", ok)
-		r.Get("/b/*", ok)
-	})
-	steps := []struct {
-		path string
-		want int
+	tests := []struct {
+		name  string
+		opts  []Option
+		files int // the status of /files/x/y after /files
 	}{
-		{"/files", 200},
-		{"/files/x/y", 200}, // its own budget
-		{"/files/z", 429},   // the same as /files/x/y
-		{"/g/a", 200},
-		{"/g/b/c", 429}, // one group, one budget
-		{"/g/", 429},
+		{"default", nil, 429},
+		{"chiroute", []Option{WithRoutePattern(chiroute.Pattern)}, 200},
 	}
-	for _, s := range steps {
-		if rec := get(r, s.path, "c1"); rec.Code != s.want {
-			t.Errorf("%s: %d, want %d", s.path, rec.Code, s.want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newFakeClock()
+			lim := newCounter(clock, 1, time.Minute)
+			mw := mustNew(t, lim, append([]Option{WithKeyFunc(headerKey), withClock(clock.Now)}, tt.opts...)...)
+			ok := func(http.ResponseWriter, *http.Request) {}
+			r := chi.NewRouter()
+			r.With(mw).Get("/files", ok)
+			r.With(mw).Get("/files/*", ok)
+			r.Route("/g", func(r chi.Router) {
+				r.Use(mw)
+				r.Get("/", ok)
+				r.Get("/a", ok)
+				r.Get("/b/*", ok)
+			})
+			steps := []struct {
+				path string
+				want int
+			}{
+				{"/files", 200},
+				{"/files/x/y", tt.files},
+				{"/files/z", 429},
+				{"/g/a", 200},
+				{"/g/b/c", 429}, // one group, one budget
+				{"/g/", 429},
+				{"/g", 429},
+			}
+			for _, s := range steps {
+				if rec := get(r, s.path, "c1"); rec.Code != s.want {
+					t.Errorf("%s: %d, want %d", s.path, rec.Code, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestRequestPattern(t *testing.T) {
+	for in, want := range map[string]string{
+		"":           "",
+		"/g":         "/g",
+		"/g/*":       "/g",
+		"/*":         "/",
+		"GET /*":     "GET /",
+		"GET /f/{x}": "GET /f/{x}",
+		"/a*":        "/a*",
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Pattern = in
+		if got := requestPattern(r); got != want {
+			t.Errorf("requestPattern(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestWithRoutePatternNil(t *testing.T) {
+	lim := newCounter(newFakeClock(), 1, time.Minute)
+	if _, err := New(lim, WithRoutePattern(nil)); err == nil || !strings.Contains(err.Error(), "WithRoutePattern") {
+		t.Fatalf("New(WithRoutePattern(nil)) = %v, want an error naming it", err)
 	}
 }
 

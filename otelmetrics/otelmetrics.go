@@ -31,6 +31,9 @@
 // Every attribute value comes from configuration (policy names, store
 // prefixes) or from a fixed set, never from a request, so a client cannot
 // grow the number of series.
+//
+// It is a module of its own, github.com/redlimit/redlimit/otelmetrics, so that
+// only the programs that use it compile OpenTelemetry.
 package otelmetrics
 
 import (

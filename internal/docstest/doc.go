@@ -34,4 +34,10 @@
 // are resolved against the compiler's export data of the packages, which
 // `go list -export` builds, so fields and promoted methods count; a name
 // that only a test declares (metrics.TestScrape) counts in doc comments.
+//
+// "The module" is the root module and the modules of its integrations,
+// the example and the command (workspaceModules), checked as one through
+// a go.work file the tests write in a temporary folder: their docs and
+// doc comments use one another's packages. The gRPC module's complete
+// files are checked against its own dependencies (nestedModules).
 package docstest

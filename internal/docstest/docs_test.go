@@ -12,8 +12,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/redlimit/redlimit/config"
 )
 
 // root is the module's root, where README.md and docs/ are.
@@ -41,9 +39,11 @@ var fragmentImports = []string{
 	"github.com/redlimit/redlimit/config",
 	"github.com/redlimit/redlimit/httpratecounter",
 	"github.com/redlimit/redlimit/keyfunc",
+	"github.com/redlimit/redlimit/keyfunc/jwtkey",
 	"github.com/redlimit/redlimit/memstore",
 	"github.com/redlimit/redlimit/metrics",
 	"github.com/redlimit/redlimit/middleware",
+	"github.com/redlimit/redlimit/middleware/chiroute",
 	"github.com/redlimit/redlimit/operator",
 	"github.com/redlimit/redlimit/otelmetrics",
 	"github.com/redlimit/redlimit/redisstore",
@@ -247,26 +247,4 @@ func TestGoBlocksCompile(t *testing.T) {
 		t.Errorf("found %d complete Go files in the documentation; the README's quick start has two", files)
 	}
 	t.Logf("%d Go blocks checked, %d of them complete files", len(blocks), files)
-}
-
-// TestConfigBlocksParse parses every YAML block of the documentation that
-// holds policies, as config.Load would a file: a sample a reader copies
-// must load.
-func TestConfigBlocksParse(t *testing.T) {
-	checked := 0
-	for _, b := range docBlocks(t, "yaml") {
-		if !strings.Contains(b.code, "policies:") {
-			continue
-		}
-		checked++
-		// Blank lines ahead of the block make config's line numbers those
-		// of the Markdown file.
-		src := strings.Repeat("\n", b.line-1) + b.code
-		if _, err := config.Parse([]byte(src), b.file); err != nil {
-			t.Errorf("%v", err)
-		}
-	}
-	if checked == 0 {
-		t.Error("no configuration sample found in the documentation")
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -56,8 +57,8 @@ func moduleGoFiles() (map[string][]string, error) {
 			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor" {
 				return filepath.SkipDir
 			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // another module
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && !slices.Contains(workspaceModules, rel) {
+				return filepath.SkipDir // a module checked on its own (grpclimit) or not at all
 			}
 			return nil
 		}

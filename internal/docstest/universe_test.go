@@ -55,8 +55,14 @@ func newUniverse() (*universe, error) {
 	}
 	args := append([]string{"list", "-e", "-export", "-deps", "-f",
 		"{{.ImportPath}}\t{{.Name}}\t{{.Export}}\t{{.Dir}}\t{{with .Module}}{{.Main}}{{end}}", "./..."}, paths...)
+	work, err := workspace()
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(filepath.Dir(work))
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOWORK="+work)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -104,6 +110,36 @@ func newUniverse() (*universe, error) {
 		return os.Open(file)
 	})
 	return u, nil
+}
+
+// workspaceModules are the folders, relative to root, of the modules the
+// documentation is checked against as one: the root's and those of its
+// integrations, which the fragments use beside the core. The gRPC module
+// has complete files of its own (nestedModules); bench and docs/plots are
+// no part of the documented API.
+var workspaceModules = []string{".", "cmd", "config", "deploy", "example", "httpratecounter", "keyfunc/jwtkey", "metrics", "otelmetrics"}
+
+// workspace writes a go.work file that uses workspaceModules, in a
+// temporary folder of its own, and returns its path: `go list` run with
+// GOWORK set to it resolves every module's packages from the working tree,
+// so ./... at root lists them all.
+func workspace() (string, error) {
+	dir, err := os.MkdirTemp("", "docstest-work")
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("go 1.25.0\n\nuse (\n")
+	for _, m := range workspaceModules {
+		abs, err := filepath.Abs(filepath.Join(root, m))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "\t%q\n", abs)
+	}
+	b.WriteString(")\n")
+	work := filepath.Join(dir, "go.work")
+	return work, os.WriteFile(work, []byte(b.String()), 0o644)
 }
 
 // docImports returns the packages documentation may use: sampleImports

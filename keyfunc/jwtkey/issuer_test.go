@@ -1,4 +1,4 @@
-package keyfunc
+package jwtkey
 
 import (
 	"crypto/rand"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/redlimit/redlimit/keyfunc"
 )
 
 // A key function that hands out a public key's PEM for an HMAC token (as
@@ -32,11 +34,11 @@ func TestJWTAlgorithmConfusion(t *testing.T) {
 		}
 		return pemBytes, nil
 	}
-	for _, kf := range []KeyFunc{JWTSubject(keyFunc), JWTIssuerSubject(keyFunc)} {
+	for _, kf := range []keyfunc.KeyFunc{Subject(keyFunc), IssuerSubject(keyFunc)} {
 		claims := jwt.RegisteredClaims{Issuer: "https://idp.example", Subject: "alice", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}
 		forged := sign(t, jwt.SigningMethodHS256, pemBytes, claims)
-		if key, err := kf(bearer(forged)); !errors.Is(err, ErrInvalidToken) || !errors.Is(err, jwt.ErrInvalidKeyType) {
-			t.Errorf("HS256 signed with the public key's PEM: %q %v, want ErrInvalidToken and ErrInvalidKeyType", key, err)
+		if key, err := kf(bearer(forged)); !errors.Is(err, keyfunc.ErrInvalidToken) || !errors.Is(err, jwt.ErrInvalidKeyType) {
+			t.Errorf("HS256 signed with the public key's PEM: %q %v, want keyfunc.ErrInvalidToken and ErrInvalidKeyType", key, err)
 		}
 		genuine := sign(t, jwt.SigningMethodRS256, priv, claims)
 		if _, err := kf(bearer(genuine)); err != nil {
@@ -46,7 +48,7 @@ func TestJWTAlgorithmConfusion(t *testing.T) {
 }
 
 func TestJWTIssuerSubject(t *testing.T) {
-	kf := JWTIssuerSubject(hmacKey)
+	kf := IssuerSubject(hmacKey)
 	claims := func(iss, sub string) jwt.RegisteredClaims {
 		c := claimsFor(sub, time.Hour)
 		c.Issuer = iss
@@ -69,10 +71,10 @@ func TestJWTIssuerSubject(t *testing.T) {
 	if err != nil || !strings.HasPrefix(odd, "isub:#") || len(odd) != len("isub:#")+32 {
 		t.Fatalf("issuer with a comma: %q %v", odd, err)
 	}
-	if _, err := key(claims("", "alice")); !errors.Is(err, ErrInvalidToken) {
-		t.Fatalf("no issuer: %v, want ErrInvalidToken", err)
+	if _, err := key(claims("", "alice")); !errors.Is(err, keyfunc.ErrInvalidToken) {
+		t.Fatalf("no issuer: %v, want keyfunc.ErrInvalidToken", err)
 	}
-	if _, err := NewJWTIssuerSubject(nil); !errors.Is(err, ErrInvalidOption) {
+	if _, err := NewIssuerSubject(nil); !errors.Is(err, keyfunc.ErrInvalidOption) {
 		t.Fatalf("nil key function: %v", err)
 	}
 }

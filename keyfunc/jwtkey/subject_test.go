@@ -1,4 +1,4 @@
-package keyfunc
+package jwtkey
 
 import (
 	"crypto/ecdsa"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/redlimit/redlimit/keyfunc"
 )
 
 var (
@@ -61,59 +63,59 @@ func TestJWTSubject(t *testing.T) {
 		{name: "e-mail subject verbatim", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("a.b+c@example.com", time.Hour))),
 			want: "sub:a.b+c@example.com"},
 		{name: "subject with separator hashed", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("auth0|123", time.Hour))),
-			want: "sub:#" + HashAPIKey("auth0|123")},
+			want: "sub:#" + keyfunc.HashAPIKey("auth0|123")},
 		{name: "long subject hashed", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor(strings.Repeat("x", 257), time.Hour))),
-			want: "sub:#" + HashAPIKey(strings.Repeat("x", 257))},
+			want: "sub:#" + keyfunc.HashAPIKey(strings.Repeat("x", 257))},
 		{name: "issuer checked, matching", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, jwt.RegisteredClaims{
 			Subject: "alice", Issuer: "https://issuer.example", ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))})),
 			opts: []jwt.ParserOption{jwt.WithIssuer("https://issuer.example")}, want: "sub:alice"},
 		{name: "leeway admits recently expired", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("alice", -time.Second))),
 			opts: []jwt.ParserOption{jwt.WithLeeway(time.Minute)}, want: "sub:alice"},
 
-		{name: "missing header", req: newRequest("", nil), wantErr: []error{ErrNoToken}},
-		{name: "Basic scheme", req: newRequest("", map[string][]string{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}}), wantErr: []error{ErrNoToken}},
-		{name: "Bearer without token", req: newRequest("", map[string][]string{"Authorization": {"Bearer"}}), wantErr: []error{ErrNoToken}},
-		{name: "Bearer with only spaces", req: newRequest("", map[string][]string{"Authorization": {"Bearer   "}}), wantErr: []error{ErrInvalidToken}},
-		{name: "token as scheme", req: newRequest("", map[string][]string{"Authorization": {valid}}), wantErr: []error{ErrNoToken}},
+		{name: "missing header", req: newRequest("", nil), wantErr: []error{keyfunc.ErrNoToken}},
+		{name: "Basic scheme", req: newRequest("", map[string][]string{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}}), wantErr: []error{keyfunc.ErrNoToken}},
+		{name: "Bearer without token", req: newRequest("", map[string][]string{"Authorization": {"Bearer"}}), wantErr: []error{keyfunc.ErrNoToken}},
+		{name: "Bearer with only spaces", req: newRequest("", map[string][]string{"Authorization": {"Bearer   "}}), wantErr: []error{keyfunc.ErrInvalidToken}},
+		{name: "token as scheme", req: newRequest("", map[string][]string{"Authorization": {valid}}), wantErr: []error{keyfunc.ErrNoToken}},
 		{name: "two Authorization headers", req: newRequest("", map[string][]string{"Authorization": {"Bearer " + valid, "Bearer " + valid}}),
-			wantErr: []error{ErrInvalidToken}},
-		{name: "too long", req: bearer(valid + strings.Repeat("A", MaxTokenLen)), wantErr: []error{ErrInvalidToken}},
+			wantErr: []error{keyfunc.ErrInvalidToken}},
+		{name: "too long", req: bearer(valid + strings.Repeat("A", MaxTokenLen)), wantErr: []error{keyfunc.ErrInvalidToken}},
 		{name: "forged signature", req: bearer(valid[:strings.LastIndexByte(valid, '.')+1] + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
-			wantErr: []error{ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
-		{name: "forged claims", req: bearer(forgeSubject(t, valid, "mallory")), wantErr: []error{ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
+			wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
+		{name: "forged claims", req: bearer(forgeSubject(t, valid, "mallory")), wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
 		{name: "wrong key", req: bearer(sign(t, jwt.SigningMethodHS256, otherKey, claimsFor("alice", time.Hour))),
-			wantErr: []error{ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
+			wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
 		{name: "expired", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("alice", -time.Minute))),
-			wantErr: []error{ErrInvalidToken, jwt.ErrTokenExpired}},
+			wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenExpired}},
 		{name: "nbf in the future", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, jwt.RegisteredClaims{
 			Subject: "alice", ExpiresAt: jwt.NewNumericDate(now.Add(2 * time.Hour)), NotBefore: jwt.NewNumericDate(now.Add(time.Hour))})),
-			wantErr: []error{ErrInvalidToken, jwt.ErrTokenNotValidYet}},
+			wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenNotValidYet}},
 		{name: "no exp", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, jwt.RegisteredClaims{Subject: "alice"})),
-			wantErr: []error{ErrInvalidToken, jwt.ErrTokenRequiredClaimMissing}},
+			wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenRequiredClaimMissing}},
 		{name: "alg none", req: bearer(sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claimsFor("alice", time.Hour))),
-			wantErr: []error{ErrInvalidToken}},
+			wantErr: []error{keyfunc.ErrInvalidToken}},
 		{name: "alg none with a keyFunc that would allow it", req: bearer(sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claimsFor("alice", time.Hour))),
-			keyFunc: func(*jwt.Token) (any, error) { return jwt.UnsafeAllowNoneSignatureType, nil }, wantErr: []error{ErrInvalidToken}},
+			keyFunc: func(*jwt.Token) (any, error) { return jwt.UnsafeAllowNoneSignatureType, nil }, wantErr: []error{keyfunc.ErrInvalidToken}},
 		{name: "HS256 when only RS256 allowed", req: bearer(valid), opts: []jwt.ParserOption{jwt.WithValidMethods([]string{"RS256"})},
-			wantErr: []error{ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
+			wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
 		{name: "HS512 outside the default list", req: bearer(sign(t, jwt.SigningMethodHS512, hmacSecret, claimsFor("alice", time.Hour))),
-			wantErr: []error{ErrInvalidToken}},
+			wantErr: []error{keyfunc.ErrInvalidToken}},
 		{name: "HS256 signed with the ES256 public key bytes", req: bearer(sign(t, jwt.SigningMethodHS256, elliptic.MarshalCompressed(elliptic.P256(), ecKey.X, ecKey.Y), claimsFor("alice", time.Hour))),
-			keyFunc: func(*jwt.Token) (any, error) { return &ecKey.PublicKey, nil }, wantErr: []error{ErrInvalidToken}},
-		{name: "malformed one part", req: bearer("abc"), wantErr: []error{ErrInvalidToken, jwt.ErrTokenMalformed}},
-		{name: "malformed three parts", req: bearer("a.b.c"), wantErr: []error{ErrInvalidToken, jwt.ErrTokenMalformed}},
-		{name: "malformed empty parts", req: bearer(".."), wantErr: []error{ErrInvalidToken, jwt.ErrTokenMalformed}},
-		{name: "missing sub", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("", time.Hour))), wantErr: []error{ErrInvalidToken}},
+			keyFunc: func(*jwt.Token) (any, error) { return &ecKey.PublicKey, nil }, wantErr: []error{keyfunc.ErrInvalidToken}},
+		{name: "malformed one part", req: bearer("abc"), wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenMalformed}},
+		{name: "malformed three parts", req: bearer("a.b.c"), wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenMalformed}},
+		{name: "malformed empty parts", req: bearer(".."), wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenMalformed}},
+		{name: "missing sub", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("", time.Hour))), wantErr: []error{keyfunc.ErrInvalidToken}},
 		{name: "wrong issuer", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, jwt.RegisteredClaims{
 			Subject: "alice", Issuer: "https://evil.example", ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))})),
-			opts: []jwt.ParserOption{jwt.WithIssuer("https://issuer.example")}, wantErr: []error{ErrInvalidToken, jwt.ErrTokenInvalidIssuer}},
+			opts: []jwt.ParserOption{jwt.WithIssuer("https://issuer.example")}, wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenInvalidIssuer}},
 		{name: "missing audience", req: bearer(valid), opts: []jwt.ParserOption{jwt.WithAudience("api")},
-			wantErr: []error{ErrInvalidToken, jwt.ErrTokenRequiredClaimMissing}},
+			wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenRequiredClaimMissing}},
 		{name: "wrong audience", req: bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, jwt.RegisteredClaims{
 			Subject: "alice", Audience: jwt.ClaimStrings{"other"}, ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))})),
-			opts: []jwt.ParserOption{jwt.WithAudience("api")}, wantErr: []error{ErrInvalidToken, jwt.ErrTokenInvalidAudience}},
+			opts: []jwt.ParserOption{jwt.WithAudience("api")}, wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenInvalidAudience}},
 		{name: "keyFunc error wrapped", req: bearer(valid), keyFunc: func(*jwt.Token) (any, error) { return nil, errUnknownKid },
-			wantErr: []error{ErrInvalidToken, errUnknownKid}},
+			wantErr: []error{keyfunc.ErrInvalidToken, errUnknownKid}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,19 +123,19 @@ func TestJWTSubject(t *testing.T) {
 			if kfn == nil {
 				kfn = hmacKey
 			}
-			kf, err := NewJWTSubject(kfn, tt.opts...)
+			kf, err := NewSubject(kfn, tt.opts...)
 			if err != nil {
-				t.Fatalf("NewJWTSubject: %v", err)
+				t.Fatalf("NewSubject: %v", err)
 			}
 			got, err := kf(tt.req)
 			if tt.want != "" {
 				if err != nil || got != tt.want {
-					t.Fatalf("JWTSubject() = %q, %v; want %q", got, err, tt.want)
+					t.Fatalf("Subject() = %q, %v; want %q", got, err, tt.want)
 				}
 				return
 			}
 			if err == nil || got != "" {
-				t.Fatalf("JWTSubject() = %q, %v; want an error and no key", got, err)
+				t.Fatalf("Subject() = %q, %v; want an error and no key", got, err)
 			}
 			for _, want := range tt.wantErr {
 				if !errors.Is(err, want) {
@@ -184,39 +186,39 @@ func TestJWTSubjectInvalidOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewJWTSubject(tt.keyFunc, tt.opts...); !errors.Is(err, ErrInvalidOption) {
-				t.Errorf("NewJWTSubject error = %v, want ErrInvalidOption", err)
+			if _, err := NewSubject(tt.keyFunc, tt.opts...); !errors.Is(err, keyfunc.ErrInvalidOption) {
+				t.Errorf("NewSubject error = %v, want keyfunc.ErrInvalidOption", err)
 			}
 			valid := sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("alice", time.Hour))
-			if key, err := JWTSubject(tt.keyFunc, tt.opts...)(bearer(valid)); !errors.Is(err, ErrInvalidOption) || key != "" {
-				t.Errorf("JWTSubject() = %q, %v; want ErrInvalidOption", key, err)
+			if key, err := Subject(tt.keyFunc, tt.opts...)(bearer(valid)); !errors.Is(err, keyfunc.ErrInvalidOption) || key != "" {
+				t.Errorf("Subject() = %q, %v; want keyfunc.ErrInvalidOption", key, err)
 			}
 		})
 	}
 }
 
 func TestJWTSubjectNilOption(t *testing.T) {
-	kf, err := NewJWTSubject(hmacKey, nil, jwt.WithLeeway(time.Second), nil)
+	kf, err := NewSubject(hmacKey, nil, jwt.WithLeeway(time.Second), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := kf(bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("alice", time.Hour))))
 	if err != nil || got != "sub:alice" {
-		t.Errorf("JWTSubject() = %q, %v; want sub:alice", got, err)
+		t.Errorf("Subject() = %q, %v; want sub:alice", got, err)
 	}
 }
 
 // TestJWTSubjectTimeFunc checks that the caller's clock is honoured, so
-// tests of code using JWTSubject can pin time.
+// tests of code using Subject can pin time.
 func TestJWTSubjectTimeFunc(t *testing.T) {
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	token := sign(t, jwt.SigningMethodHS256, hmacSecret, jwt.RegisteredClaims{
 		Subject: "alice", ExpiresAt: jwt.NewNumericDate(at.Add(time.Minute))})
-	kf := JWTSubject(hmacKey, jwt.WithTimeFunc(func() time.Time { return at }))
+	kf := Subject(hmacKey, jwt.WithTimeFunc(func() time.Time { return at }))
 	if got, err := kf(bearer(token)); err != nil || got != "sub:alice" {
 		t.Errorf("at %v: %q, %v; want sub:alice", at, got, err)
 	}
-	kf = JWTSubject(hmacKey, jwt.WithTimeFunc(func() time.Time { return at.Add(time.Hour) }))
+	kf = Subject(hmacKey, jwt.WithTimeFunc(func() time.Time { return at.Add(time.Hour) }))
 	if got, err := kf(bearer(token)); !errors.Is(err, jwt.ErrTokenExpired) {
 		t.Errorf("an hour later: %q, %v; want expired", got, err)
 	}

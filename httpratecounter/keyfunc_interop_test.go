@@ -1,4 +1,4 @@
-package keyfunc
+package httpratecounter_test
 
 import (
 	"net/http"
@@ -7,24 +7,33 @@ import (
 	"time"
 
 	"github.com/go-chi/httprate"
+
+	"github.com/redlimit/redlimit/keyfunc"
 )
 
-// TestHTTPRateInterop shows key functions passing both ways between this
-// package and httprate.
+// interopRequest builds a GET request from remote.
+func interopRequest(remote string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = remote
+	return r
+}
+
+// TestHTTPRateInterop shows key functions passing both ways between the
+// keyfunc package and httprate.
 func TestHTTPRateInterop(t *testing.T) {
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 
-	// keyfunc -> httprate: a KeyFunc converts, a plain function needs
+	// keyfunc -> httprate: a keyfunc.KeyFunc converts, a plain function needs
 	// nothing. (httprate.Limit, which takes WithKeyFuncs, is deprecated in
 	// favour of LimitBy; NewRateLimiter still takes WithKeyFuncs.)
-	limited := httprate.LimitBy(1, time.Minute, httprate.JoinKeys(httprate.KeyFunc(IP()), Method))(ok)
+	limited := httprate.LimitBy(1, time.Minute, httprate.JoinKeys(httprate.KeyFunc(keyfunc.IP()), keyfunc.Method))(ok)
 	withOption := httprate.NewRateLimiter(1, time.Minute,
-		httprate.WithKeyFuncs(httprate.KeyFunc(IP()), Method),
+		httprate.WithKeyFuncs(httprate.KeyFunc(keyfunc.IP()), keyfunc.Method),
 	).Handler(ok)
 	for name, h := range map[string]http.Handler{"LimitBy": limited, "WithKeyFuncs": withOption} {
 		code := func(remote string) int {
 			w := httptest.NewRecorder()
-			h.ServeHTTP(w, newRequest(remote, nil))
+			h.ServeHTTP(w, interopRequest(remote))
 			return w.Code
 		}
 		if c := code("203.0.113.7:1"); c != http.StatusOK {
@@ -39,9 +48,9 @@ func TestHTTPRateInterop(t *testing.T) {
 	}
 
 	// httprate -> keyfunc: a plain httprate function and an httprate.KeyFunc value.
-	var endpoint KeyFunc = httprate.KeyByEndpoint
+	var endpoint keyfunc.KeyFunc = httprate.KeyByEndpoint
 	var fixed httprate.KeyFunc = httprate.Key("tenant:acme")
-	got, err := Join(endpoint, KeyFunc(fixed), IP())(newRequest("203.0.113.7:1", nil))
+	got, err := keyfunc.Join(endpoint, keyfunc.KeyFunc(fixed), keyfunc.IP())(interopRequest("203.0.113.7:1"))
 	if want := "/|tenant:acme|ip:203.0.113.7"; err != nil || got != want {
 		t.Errorf("Join(httprate funcs) = %q, %v; want %q", got, err, want)
 	}

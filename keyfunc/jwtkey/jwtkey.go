@@ -1,4 +1,4 @@
-package keyfunc
+package jwtkey
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/redlimit/redlimit/keyfunc"
 )
 
 // Bounds on what a bearer token may make us do.
@@ -21,14 +23,14 @@ const (
 	MaxSubjectLen = 256
 )
 
-// defaultMethods is the algorithm allow-list JWTSubject applies unless told
+// defaultMethods is the algorithm allow-list Subject applies unless told
 // otherwise: the most used algorithm of each family.
 var defaultMethods = []string{"HS256", "RS256", "ES256", "EdDSA"}
 
 // errAlgNone explains the rejection of an unsigned token.
 var errAlgNone = errors.New(`alg "none" is never accepted`)
 
-// JWTSubject returns a KeyFunc that keys a request by the subject of the
+// Subject returns a [keyfunc.KeyFunc] that keys a request by the subject of the
 // JWT in its "Authorization: Bearer" header: "sub:" followed by the sub
 // claim. Only a verified token yields a key; any other is an error and
 // never an identity, because an unverified subject is whatever the client
@@ -48,14 +50,14 @@ var errAlgNone = errors.New(`alg "none" is never accepted`)
 // jwt.ErrInvalidKeyType), and the asymmetric methods take only their own
 // key types, so a key function that hands out a public key's bytes cannot
 // be used to sign HS256 tokens with it (algorithm confusion). With several
-// issuers, key by [JWTIssuerSubject]. Whatever the options, alg "none" is rejected,
+// issuers, key by [IssuerSubject]. Whatever the options, alg "none" is rejected,
 // and options that would accept it (an empty jwt.WithValidMethods) or skip
 // claims validation (jwt.WithoutClaimsValidation) are invalid.
 //
 // A missing header or another scheme (such as Basic) is an error wrapping
-// [ErrNoToken]. A token longer than [MaxTokenLen], one that fails to
+// [keyfunc.ErrNoToken]. A token longer than [MaxTokenLen], one that fails to
 // verify, one without a subject, or two Authorization headers give an
-// error wrapping [ErrInvalidToken] and the jwt error that applies (such as
+// error wrapping [keyfunc.ErrInvalidToken] and the jwt error that applies (such as
 // jwt.ErrTokenExpired). Error texts never hold the token or text taken
 // from it; an error from keyFunc is wrapped as it is.
 //
@@ -63,53 +65,53 @@ var errAlgNone = errors.New(`alg "none" is never accepted`)
 // letters, digits and "-._~@+=:/", is hashed: "sub:#" followed by 32 hex
 // digits.
 //
-// If the options are invalid, every call fails with [ErrInvalidOption];
-// use [NewJWTSubject] to learn that at start-up.
-func JWTSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) KeyFunc {
-	kf, err := NewJWTSubject(keyFunc, opts...)
+// If the options are invalid, every call fails with [keyfunc.ErrInvalidOption];
+// use [NewSubject] to learn that at start-up.
+func Subject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) keyfunc.KeyFunc {
+	kf, err := NewSubject(keyFunc, opts...)
 	if err != nil {
 		return failing(err)
 	}
 	return kf
 }
 
-// NewJWTSubject is [JWTSubject] with its options checked up front: it
-// returns an error wrapping [ErrInvalidOption] instead of a KeyFunc that
+// NewSubject is [Subject] with its options checked up front: it
+// returns an error wrapping [keyfunc.ErrInvalidOption] instead of a KeyFunc that
 // always fails.
-func NewJWTSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (KeyFunc, error) {
-	return newJWT("JWTSubject", subjectKey, keyFunc, opts)
+func NewSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (keyfunc.KeyFunc, error) {
+	return newJWT("jwtkey.Subject", subjectKey, keyFunc, opts)
 }
 
-// JWTIssuerSubject is [JWTSubject] keyed by issuer and subject together,
+// IssuerSubject is [Subject] keyed by issuer and subject together,
 // for services that accept tokens of several issuers (tenants), where
 // "alice" of one is not "alice" of another: "iss:<issuer>,sub:<subject>",
 // or "isub:#" and 32 hex digits of a hash when either is long or holds
 // bytes other than letters, digits and "-._~@+=:/". A verified token
-// without an issuer is an error wrapping [ErrInvalidToken].
-func JWTIssuerSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) KeyFunc {
-	kf, err := NewJWTIssuerSubject(keyFunc, opts...)
+// without an issuer is an error wrapping [keyfunc.ErrInvalidToken].
+func IssuerSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) keyfunc.KeyFunc {
+	kf, err := NewIssuerSubject(keyFunc, opts...)
 	if err != nil {
 		return failing(err)
 	}
 	return kf
 }
 
-// NewJWTIssuerSubject is [JWTIssuerSubject] with its options checked up
-// front, as [NewJWTSubject] is.
-func NewJWTIssuerSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (KeyFunc, error) {
-	return newJWT("JWTIssuerSubject", issuerSubjectKey, keyFunc, opts)
+// NewIssuerSubject is [IssuerSubject] with its options checked up
+// front, as [NewSubject] is.
+func NewIssuerSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (keyfunc.KeyFunc, error) {
+	return newJWT("jwtkey.IssuerSubject", issuerSubjectKey, keyFunc, opts)
 }
 
-// subjectKey is JWTSubject's key of verified claims.
+// subjectKey is Subject's key of verified claims.
 func subjectKey(c *jwt.RegisteredClaims) (string, error) {
 	return namespaced("sub:", c.Subject, MaxSubjectLen, isIdentByte), nil
 }
 
-// issuerSubjectKey is JWTIssuerSubject's key of verified claims. Neither
+// issuerSubjectKey is IssuerSubject's key of verified claims. Neither
 // part of the readable form can hold ',', so the two never run together.
 func issuerSubjectKey(c *jwt.RegisteredClaims) (string, error) {
 	if c.Issuer == "" {
-		return "", fmt.Errorf("%w: no issuer", ErrInvalidToken)
+		return "", fmt.Errorf("%w: no issuer", keyfunc.ErrInvalidToken)
 	}
 	if len(c.Issuer)+len(c.Subject) <= MaxSubjectLen && allSafe(c.Issuer, isIdentByte) && allSafe(c.Subject, isIdentByte) {
 		return "iss:" + c.Issuer + ",sub:" + c.Subject, nil
@@ -119,9 +121,9 @@ func issuerSubjectKey(c *jwt.RegisteredClaims) (string, error) {
 
 // newJWT builds the token key functions: name names it in errors, and key
 // turns verified claims into the key.
-func newJWT(name string, key func(*jwt.RegisteredClaims) (string, error), keyFunc jwt.Keyfunc, opts []jwt.ParserOption) (KeyFunc, error) {
+func newJWT(name string, key func(*jwt.RegisteredClaims) (string, error), keyFunc jwt.Keyfunc, opts []jwt.ParserOption) (keyfunc.KeyFunc, error) {
 	if keyFunc == nil {
-		return nil, fmt.Errorf("%w: %s: nil jwt.Keyfunc", ErrInvalidOption, name)
+		return nil, fmt.Errorf("%w: %s: nil jwt.Keyfunc", keyfunc.ErrInvalidOption, name)
 	}
 	all := []jwt.ParserOption{
 		jwt.WithValidMethods(defaultMethods),
@@ -159,9 +161,9 @@ func newJWT(name string, key func(*jwt.RegisteredClaims) (string, error), keyFun
 		case err != nil:
 			return "", tokenError(err, keyErr)
 		case !t.Valid || claims.ExpiresAt == nil: // belt and braces
-			return "", fmt.Errorf("%w: not verified", ErrInvalidToken)
+			return "", fmt.Errorf("%w: not verified", keyfunc.ErrInvalidToken)
 		case claims.Subject == "":
-			return "", fmt.Errorf("%w: no subject", ErrInvalidToken)
+			return "", fmt.Errorf("%w: no subject", keyfunc.ErrInvalidToken)
 		}
 		return key(&claims)
 	}, nil
@@ -194,7 +196,7 @@ func checkKeyType(m jwt.SigningMethod, key any) error {
 func bearerToken(r *http.Request) (string, error) {
 	values := r.Header["Authorization"]
 	if len(values) == 0 {
-		return "", ErrNoToken
+		return "", keyfunc.ErrNoToken
 	}
 	if len(values) > 1 {
 		return "", errTokenRepeated
@@ -220,10 +222,10 @@ func bearerToken(r *http.Request) (string, error) {
 
 // bearerToken's errors hold nothing from the request, so they are made once.
 var (
-	errTokenRepeated = fmt.Errorf("%w: Authorization header sent more than once", ErrInvalidToken)
-	errNotBearer     = fmt.Errorf("%w: Authorization is not a Bearer scheme", ErrNoToken)
-	errTokenTooLong  = fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
-	errTokenEmpty    = fmt.Errorf("%w: empty Bearer token", ErrInvalidToken)
+	errTokenRepeated = fmt.Errorf("%w: Authorization header sent more than once", keyfunc.ErrInvalidToken)
+	errNotBearer     = fmt.Errorf("%w: Authorization is not a Bearer scheme", keyfunc.ErrNoToken)
+	errTokenTooLong  = fmt.Errorf("%w: longer than %d bytes", keyfunc.ErrInvalidToken, MaxTokenLen)
+	errTokenEmpty    = fmt.Errorf("%w: empty Bearer token", keyfunc.ErrInvalidToken)
 )
 
 // jwtErrors are the jwt sentinels a rejected token is reported with. jwt's
@@ -257,14 +259,14 @@ func tokenError(err, keyErr error) error {
 	if keyErr != nil {
 		causes = append(causes, keyErr)
 	}
-	return &listError{head: ErrInvalidToken, errs: causes}
+	return &listError{head: keyfunc.ErrInvalidToken, errs: causes}
 }
 
 // probeKey signs the probe tokens; they never leave this process.
-var probeKey = []byte("keyfunc: parser option probe key")
+var probeKey = []byte("jwtkey: parser option probe key")
 
 // probeParserOptions makes sure the options keep the promises of
-// JWTSubject. The parser's settings cannot be read, so it is tried on two
+// Subject. The parser's settings cannot be read, so it is tried on two
 // tokens that must fail: an unsigned one (the allow-list must stop it
 // before keyFunc is even called) and an expired one, correctly signed (the
 // claims must be validated).
@@ -274,7 +276,7 @@ func probeParserOptions(opts []jwt.ParserOption) error {
 		ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour)),
 	}).SignedString(jwt.UnsafeAllowNoneSignatureType)
 	if err != nil {
-		return fmt.Errorf("keyfunc: JWTSubject probe: %w", err)
+		return fmt.Errorf("jwtkey: Subject probe: %w", err)
 	}
 	reached := false
 	_, _ = jwt.NewParser(opts...).ParseWithClaims(unsigned, &jwt.RegisteredClaims{}, func(*jwt.Token) (any, error) {
@@ -282,7 +284,7 @@ func probeParserOptions(opts []jwt.ParserOption) error {
 		return nil, errAlgNone
 	})
 	if reached {
-		return fmt.Errorf(`%w: JWTSubject: the algorithm allow-list admits "none" (is jwt.WithValidMethods empty?)`, ErrInvalidOption)
+		return fmt.Errorf(`%w: jwtkey.Subject: the algorithm allow-list admits "none" (is jwt.WithValidMethods empty?)`, keyfunc.ErrInvalidOption)
 	}
 
 	expired, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
@@ -290,14 +292,14 @@ func probeParserOptions(opts []jwt.ParserOption) error {
 		ExpiresAt: jwt.NewNumericDate(time.Unix(1, 0)),
 	}).SignedString(probeKey)
 	if err != nil {
-		return fmt.Errorf("keyfunc: JWTSubject probe: %w", err)
+		return fmt.Errorf("jwtkey: Subject probe: %w", err)
 	}
 	// Allow HS256 for this probe only: the caller's list may not have it.
 	p := jwt.NewParser(append(opts[:len(opts):len(opts)], jwt.WithValidMethods([]string{"HS256"}))...)
 	if _, err := p.ParseWithClaims(expired, &jwt.RegisteredClaims{}, func(*jwt.Token) (any, error) {
 		return probeKey, nil
 	}); err == nil {
-		return fmt.Errorf("%w: JWTSubject: a token expired in 1970 was accepted (jwt.WithoutClaimsValidation, or a clock or leeway far off?)", ErrInvalidOption)
+		return fmt.Errorf("%w: jwtkey.Subject: a token expired in 1970 was accepted (jwt.WithoutClaimsValidation, or a clock or leeway far off?)", keyfunc.ErrInvalidOption)
 	}
 	return nil
 }

@@ -1,0 +1,35 @@
+module github.com/redlimit/redlimit/example
+
+go 1.25.0
+
+replace github.com/redlimit/redlimit => ../
+
+replace github.com/redlimit/redlimit/config => ../config
+
+replace github.com/redlimit/redlimit/metrics => ../metrics
+
+replace github.com/redlimit/redlimit/keyfunc/jwtkey => ../keyfunc/jwtkey
+
+require (
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
+	github.com/prometheus/client_golang v1.24.1
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redlimit/redlimit v0.0.0
+	github.com/redlimit/redlimit/config v0.0.0
+	github.com/redlimit/redlimit/keyfunc/jwtkey v0.0.0
+	github.com/redlimit/redlimit/metrics v0.0.0
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.71.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
