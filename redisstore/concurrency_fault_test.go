@@ -33,9 +33,9 @@ func TestConcurrencyLeasesReleasedAfterFault(t *testing.T) {
 		"recommended": {ContextTimeoutEnabled: true},
 		"short-reads": {ReadTimeout: 200 * time.Millisecond}, // calls sent again in the fault
 	}
-	for _, client := range []string{"default", "recommended", "short-reads"} {
-		for _, fault := range []string{"pause", "freeze"} {
-			for _, tc := range []struct {
+	for i, client := range []string{"default", "recommended", "short-reads"} {
+		for j, fault := range []string{"pause", "freeze"} {
+			for k, tc := range []struct {
 				name          string
 				before, after bool // acquire before the fault; release after it
 			}{
@@ -43,6 +43,9 @@ func TestConcurrencyLeasesReleasedAfterFault(t *testing.T) {
 				{"stand-in/released-in-fault", false, false},
 				{"stand-in/released-after", false, true},
 			} {
+				if !wholeMatrix() && (i+j+k)%3 != 0 {
+					continue // make test: 6 of 18, each client, fault and case
+				}
 				t.Run(client+"/"+fault+"/"+tc.name, func(t *testing.T) {
 					testLeasesAfterFault(t, clients[client], fault, tc.before, tc.after)
 				})

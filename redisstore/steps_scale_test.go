@@ -5,3 +5,7 @@ package redisstore
 // stepsOf is how many steps a long differential test takes under make
 // test-scale: its full run.
 func stepsOf(full int) int { return full }
+
+// wholeMatrix reports whether a test of a large matrix of cases runs them
+// all: under make test-scale it does.
+func wholeMatrix() bool { return true }
