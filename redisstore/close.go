@@ -33,12 +33,15 @@ var ErrUnsent = errors.New("redisstore: owed to Redis and not sent")
 // line of concurrency leases, the denial cache's subscription and its
 // PINGs, the eviction watch, under WithLeases the lease worker (first,
 // after it gave back the unspent units of every lease, which takes one
-// call timeout at most), and the goroutines of single calls (an
-// Acquire's, a Peek's, Reset's, Reserve's, Charge's or Refund's, the
-// breaker's probe). A call cut short ends at once on a client that
-// honours a context's deadline (ContextTimeoutEnabled); on one that does
-// not, go-redis ends it at the client's ReadTimeout or WriteTimeout, and a
-// call Close itself sends may end that long after ctx.
+// call timeout at most), and the goroutines of single calls on a client
+// that does not honour a context's deadline (an Acquire's, a Peek's,
+// Reset's, Reserve's, Charge's or Refund's, the breaker's probe). A call
+// cut short ends at once on a client that honours a context's deadline
+// (ContextTimeoutEnabled), where Peek, Reset, Reserve, Charge and Refund
+// run on their caller's goroutine and end by their own deadline; on one
+// that does not, go-redis ends it at the client's ReadTimeout or
+// WriteTimeout, and a call Close itself sends may end that long after
+// ctx.
 //
 // Once they have all returned, Close itself sends the charges owed
 // (asking Redis first about those whose call may have counted them, so

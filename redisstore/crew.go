@@ -19,6 +19,7 @@ import (
 type crew struct {
 	mu      sync.Mutex
 	running int
+	spawned uint64 // goroutines started, ever
 	closed  bool
 	stop    chan struct{} // closed by close: long waits end at once
 	idle    chan struct{} // closed once closed and none runs
@@ -41,6 +42,7 @@ func (c *crew) spawn(f func()) bool {
 		return false
 	}
 	c.running++
+	c.spawned++
 	c.mu.Unlock()
 	go func() {
 		defer c.exit()

@@ -65,10 +65,14 @@ func (l *redisLimiter) within(ctx context.Context, f func(context.Context) error
 }
 
 // within runs f with a deadline of the store's timeout (or ctx's, if
-// sooner) on a goroutine of the store's crew, returning when it passes even
-// if f would wait longer (f then goes on in the background, its context
-// canceled, until the client gives up at that deadline). A closed store
-// runs nothing and returns ErrClosed.
+// sooner). On a client that honours a context's deadline (inline) it runs
+// f on the caller's goroutine, which f returns to by that deadline; on
+// another it runs f on a goroutine of the store's crew, returning when the
+// deadline passes even if f would wait longer (f then goes on in the
+// background, its context canceled, until the client gives up at its own
+// timeouts). A closed store runs nothing and returns ErrClosed. Peek,
+// Reset, Reserve, Charge, Refund, a grant of a lease and a concurrency
+// lease's release reach Redis through it (TestWithinSpawnsOnlyWhenNeeded).
 func (g *guard) within(ctx context.Context, f func(context.Context) error) error {
 	if ctx == nil {
 		ctx = context.Background() // a caller's slip, not worth a panic
@@ -78,6 +82,9 @@ func (g *guard) within(ctx context.Context, f func(context.Context) error) error
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
+	if g.inline {
+		return f(ctx)
+	}
 	done := make(chan error, 1)
 	if !g.crew.spawn(func() { done <- f(ctx) }) {
 		return ErrClosed

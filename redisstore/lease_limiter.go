@@ -100,10 +100,13 @@ func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want i
 	}
 	sent, id := g.clock(), l.leaseID()
 	var reply string
-	err := l.callWithin(ctx, func(ctx context.Context) error {
+	err := l.within(ctx, func(ctx context.Context) error {
 		var err error
 		reply, err = l.grant(ctx, l.client, key, id, cost, want).Text()
-		return err
+		if err != nil {
+			return fmt.Errorf("redisstore: lease: %w", err)
+		}
+		return nil
 	})
 	g.breaker.Record(g.clock(), err == nil, false)
 	if err == nil {
@@ -130,20 +133,6 @@ func (l *leasedLimiter) afterFault(key string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.gatedLocked(queueKey{l.redisLimiter, key}, l.guard.clock())
-}
-
-// callWithin runs f within the store's timeout (or the context's sooner
-// deadline): on the caller's goroutine when the client honours deadlines.
-func (l *leasedLimiter) callWithin(ctx context.Context, f func(context.Context) error) error {
-	if !l.guard.inline {
-		return l.within(ctx, f)
-	}
-	ctx, cancel := context.WithTimeout(ctx, l.guard.timeout)
-	defer cancel()
-	if err := f(ctx); err != nil {
-		return fmt.Errorf("redisstore: lease: %w", err)
-	}
-	return nil
 }
 
 // grant sends a grant of want units, with the request of cost (0: none),
