@@ -23,7 +23,7 @@ func (l *redisLimiter) Charge(ctx context.Context, key string, cost int) (algori
 	list := "o" + strconv.FormatInt(c, 10)
 	var res []algorithms.Result
 	var id uint64
-	err = l.within(ctx, func(ctx context.Context) error {
+	err = l.guard.call(ctx, func(ctx context.Context) error {
 		var err error
 		res, id, err = l.runInto(ctx, key, list, 1, true, nil)
 		return err

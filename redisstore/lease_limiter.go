@@ -100,7 +100,7 @@ func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want i
 	}
 	sent, id := g.clock(), l.leaseID()
 	var reply string
-	err := l.within(ctx, func(ctx context.Context) error {
+	err := g.call(ctx, func(ctx context.Context) error {
 		var err error
 		reply, err = l.grant(ctx, l.client, key, id, cost, want).Text()
 		if err != nil {
@@ -108,7 +108,6 @@ func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want i
 		}
 		return nil
 	})
-	g.breaker.Record(g.clock(), err == nil, false)
 	if err == nil {
 		var res algorithms.Result
 		if res, err = l.install(key, id, reply, sent); err == nil {

@@ -22,7 +22,7 @@ func (l *redisLimiter) Refund(ctx context.Context, key string, cost int, age tim
 	}
 	list := "r" + strconv.FormatInt(c, 10) + "/" + strconv.FormatInt(ageUS, 10)
 	var res []algorithms.Result
-	err = l.within(ctx, func(ctx context.Context) error {
+	err = l.guard.call(ctx, func(ctx context.Context) error {
 		var err error
 		res, err = l.run(ctx, key, list, 1, true)
 		return err

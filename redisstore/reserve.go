@@ -40,21 +40,14 @@ func (l *redisLimiter) Reserve(ctx context.Context, key string, cost int, maxDel
 	if e := g.evict.distrusted(); e != nil {
 		return l.fail(key, cost, e)
 	}
-	ok, probe := g.breaker.Allow(now)
-	if !ok {
-		return l.fail(key, cost, errBreakerOpen)
-	}
 	list := "d" + strconv.FormatInt(maxDelay.Microseconds(), 10) + ":" + strconv.Itoa(cost)
 	var res []algorithms.Result
-	err := l.within(ctx, func(ctx context.Context) error {
+	err := g.call(ctx, func(ctx context.Context) error {
 		var err error
 		res, err = l.run(ctx, key, list, 1, true)
 		return err
 	})
-	g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, probe)
 	if err != nil {
-		g.reloadSlots()
-		g.reportError(err, now)
 		if ctx.Err() != nil {
 			return l.ended(ctx, key, cost, ctx.Err())
 		}
