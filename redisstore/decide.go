@@ -19,14 +19,14 @@ import (
 // Redis's troubles through: the breaker, the batcher, the denial cache and
 // the failure log.
 type guard struct {
-	clock   func() time.Time
+	clock func() time.Time
 	// leaseNow times the leases: the store's clock in Unix ns, cheaply
 	// (see leaseClock).
 	leaseNow func() int64
-	timeout time.Duration
-	mode    FailureMode
-	logger  *slog.Logger
-	breaker *breaker.Breaker
+	timeout  time.Duration
+	mode     FailureMode
+	logger   *slog.Logger
+	breaker  *breaker.Breaker
 	// breakerLog logs the breaker's changes, a few a minute at most.
 	breakerLog *breakerLog
 	batcher    *batcher
