@@ -25,8 +25,9 @@ const leaseReturnsCapacity = 256
 // Invariant: a decision from the table admits only units that Redis
 // granted to this instance and counted in the key's window, before the
 // lease's end on the leases' clock (leaseClock: the time elapsed since
-// its grant was sent), which comes no later than its end in Redis; so what all instances admit from leases and from Redis is at most
-// the limit per window (TestLeasesAtMostLimitPerKey).
+// its grant was sent), which comes no later than its end in Redis; so
+// what all instances admit from leases and from Redis is at most the
+// limit per window (TestLeasesAtMostLimitPerKey).
 //
 // Capacity: leaseTableCapacity keys. A key the full table has no room for
 // is decided in Redis, exactly, as without leases: a full table never
