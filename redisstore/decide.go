@@ -19,11 +19,14 @@ import (
 // Redis's troubles through: the breaker, the batcher, the denial cache and
 // the failure log.
 type guard struct {
-	clock   func() time.Time
-	timeout time.Duration
-	mode    FailureMode
-	logger  *slog.Logger
-	breaker *breaker.Breaker
+	clock func() time.Time
+	// leaseNow times the leases: the store's clock in Unix ns, cheaply
+	// (see leaseClock).
+	leaseNow func() int64
+	timeout  time.Duration
+	mode     FailureMode
+	logger   *slog.Logger
+	breaker  *breaker.Breaker
 	// breakerLog logs the breaker's changes, a few a minute at most.
 	breakerLog *breakerLog
 	batcher    *batcher
@@ -76,7 +79,7 @@ type guard struct {
 
 func newGuard(cfg config, pool int) *guard {
 	rc := cfg.redis
-	g := &guard{clock: cfg.clock, timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials),
+	g := &guard{clock: cfg.clock, leaseNow: leaseClock(cfg.clock, cfg.clockSet), timeout: rc.timeout, mode: rc.mode, logger: rc.logger, denials: newDenials(rc.denials),
 		wheel:    newDeadlineWheel(),
 		observer: rc.observer, name: cfg.prefix, ids: newCallIDs(), said: newLastSaid(lastSaidSlots), crew: newCrew()}
 	if g.logger == nil {

@@ -64,13 +64,14 @@ func (s *Store) leased(l *redisLimiter) algorithms.RateLimiter {
 // Allow implements Limiter: from a lease when the key has one, else by a
 // grant that decides the request in Redis and brings a lease back.
 func (l *leasedLimiter) Allow(ctx context.Context, key string, cost int) (algorithms.Result, error) {
-	if err := ratemath.CheckRequest(l.alg, l.limits, key, cost); err != nil {
-		return algorithms.Result{}, err
+	// The checks CheckRequest makes, of one limit; it says what failed.
+	if key == "" || len(key) > algorithms.MaxKeyLength || cost < 1 || cost > l.quota {
+		return algorithms.Result{}, ratemath.CheckRequest(l.alg, l.limits, key, cost)
 	}
 	if l.leases.stopped.Load() { // after Close
 		return l.redisLimiter.Allow(ctx, key, cost)
 	}
-	now := l.guard.clock().UnixNano()
+	now := l.guard.leaseNow()
 	sp := l.table.spend(key, cost, now, int64(l.ttl), l.most)
 	switch sp.outcome {
 	case leaseSpent:
@@ -98,7 +99,7 @@ func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want i
 		l.table.unseek(key)
 		return l.redisLimiter.Allow(ctx, key, cost)
 	}
-	sent, id := g.clock(), l.leaseID()
+	sent, sentNS, id := g.clock(), g.leaseNow(), l.leaseID()
 	var reply string
 	err := g.call(ctx, func(ctx context.Context) error {
 		var err error
@@ -110,7 +111,7 @@ func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want i
 	})
 	if err == nil {
 		var res algorithms.Result
-		if res, err = l.install(key, id, reply, sent); err == nil {
+		if res, err = l.install(key, id, reply, sent, sentNS); err == nil {
 			return res, nil
 		}
 	}
@@ -190,10 +191,11 @@ func (l *leasedLimiter) parseGrant(reply string) (grantReply, error) {
 	return grantReply{res: res, granted: int(n[5]), lasts: time.Duration(n[6]) * time.Microsecond}, nil
 }
 
-// install reads the reply of a grant under lease id, sent at sent, for
-// key, and keeps its lease in the table; it returns the request's Result, whose Remaining
-// counts the lease's units as this instance's.
-func (l *leasedLimiter) install(key, id, reply string, sent time.Time) (algorithms.Result, error) {
+// install reads the reply of a grant under lease id, sent at sent on the
+// store's clock and at sentNS on the leases' (guard.leaseNow), for key,
+// and keeps its lease in the table; it returns the request's Result, whose
+// Remaining counts the lease's units as this instance's.
+func (l *leasedLimiter) install(key, id, reply string, sent time.Time, sentNS int64) (algorithms.Result, error) {
 	gr, err := l.parseGrant(reply)
 	if err != nil {
 		return algorithms.Result{}, err
@@ -201,18 +203,18 @@ func (l *leasedLimiter) install(key, id, reply string, sent time.Time) (algorith
 	// Redis's answer, grant counted, is where the twin starts from if
 	// Redis cannot answer next: without it the twin would start fresh.
 	l.guard.said.remember(l.redisLimiter, key, sent, gr.res)
-	now := l.guard.clock()
+	now := l.guard.leaseNow()
 	var held heldLease
 	var denied int64
 	if !gr.res.Allowed {
-		denied = now.Add(gr.res.RetryAfter).UnixNano()
+		denied = now + int64(gr.res.RetryAfter)
 	}
 	if gr.granted > 0 {
 		// Timed from the sending, before Redis read its clock: the lease
 		// ends here no later than there.
-		held = heldLease{id: id, left: gr.granted, end: sent.Add(gr.lasts).UnixNano(), atEnd: gr.lasts < l.ttl}
+		held = heldLease{id: id, left: gr.granted, end: sentNS + int64(gr.lasts), atEnd: gr.lasts < l.ttl}
 	}
-	l.table.granted(key, held, gr.res.Remaining, now.Add(gr.res.ResetAfter).UnixNano(), denied, now.UnixNano())
+	l.table.granted(key, held, gr.res.Remaining, now+int64(gr.res.ResetAfter), denied, now)
 	if gr.res.Allowed {
 		gr.res.Remaining += gr.granted
 	}

@@ -24,9 +24,10 @@ const leaseReturnsCapacity = 256
 //
 // Invariant: a decision from the table admits only units that Redis
 // granted to this instance and counted in the key's window, before the
-// lease's end on the store's clock, which comes no later than its end in
-// Redis; so what all instances admit from leases and from Redis is at most
-// the limit per window (TestLeasesAtMostLimitPerKey).
+// lease's end on the leases' clock (leaseClock: the time elapsed since
+// its grant was sent), which comes no later than its end in Redis; so
+// what all instances admit from leases and from Redis is at most the
+// limit per window (TestLeasesAtMostLimitPerKey).
 //
 // Capacity: leaseTableCapacity keys. A key the full table has no room for
 // is decided in Redis, exactly, as without leases: a full table never
@@ -66,7 +67,7 @@ func (l *heldLease) live(now int64) bool { return l.left > 0 && now < l.end }
 // lasted.
 type leaseEntry struct {
 	cur, next heldLease
-	granted   int   // the size of the last grant, for the prefetch
+	granted   int   // the size of the last grant, for the prefetch (0: it granted nothing)
 	keyLeft   int   // what Redis had left for the key after the last grant
 	resetAt   int64 // when the key's quota is whole again, as of the last grant
 	seeking   bool  // a grant for this key is on its way
@@ -137,7 +138,7 @@ func (t *leaseTable) spend(key string, cost int, now, ttl int64, most int) lease
 		e.cur.left -= n
 		e.next.left -= cost - n
 		left := e.cur.left + e.next.units(now)
-		renew := !e.seeking && e.next.left == 0 && 4*left <= e.granted
+		renew := !e.seeking && e.next.left == 0 && e.prefetch(left, now, ttl)
 		e.seeking = e.seeking || renew
 		return leaseSpend{outcome: leaseSpent, remaining: left + e.keyLeft, resetAt: e.resetAt, renew: renew, want: e.want(most)}
 	}
@@ -146,6 +147,20 @@ func (t *leaseTable) spend(key string, cost int, now, ttl int64, most int) lease
 	}
 	e.seeking = true
 	return leaseSpend{outcome: leaseSeek, want: e.want(most)}
+}
+
+// prefetch reports whether the key, with left units in its current lease
+// and no next one, asks for the next lease at now: when a quarter of the
+// last grant is left, or a quarter of the ttl of a lease that does not end
+// with its window (so that a lease granted while the one before still had
+// units, and spent from when that one ran out, is replaced before it
+// ends, not after). Never after a grant of nothing, until a grant brings
+// units: a key Redis has nothing more for must not ask at every request.
+func (e *leaseEntry) prefetch(left int, now, ttl int64) bool {
+	if e.granted == 0 {
+		return false
+	}
+	return 4*left <= e.granted || !e.cur.atEnd && 4*(e.cur.end-now) <= ttl
 }
 
 // units returns the units l has left at now.
@@ -210,6 +225,7 @@ func (t *leaseTable) granted(key string, l heldLease, keyLeft int, resetAt, deni
 	e.seeking = false
 	e.denied = deniedUntil
 	if l.id == "" {
+		e.granted = 0 // no prefetch until a grant brings units
 		return
 	}
 	e.keyLeft, e.resetAt, e.granted = keyLeft, resetAt, l.left

@@ -194,7 +194,7 @@ func leaseUnits(l *leasedLimiter, key string) (units int, seeking bool) {
 	if e == nil {
 		return 0, false
 	}
-	now := l.guard.clock().UnixNano()
+	now := l.guard.leaseNow()
 	return e.cur.units(now) + e.next.units(now), e.seeking
 }
 

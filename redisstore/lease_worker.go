@@ -164,7 +164,7 @@ func (w *leaseWorker) sweep(all bool) {
 	defer cancel()
 	var returns []leaseReturn
 	for _, l := range w.limitersNow() {
-		returns = l.table.sweep(returns[:0], w.guard.clock().UnixNano(), int64(w.ttl), all)
+		returns = l.table.sweep(returns[:0], w.guard.leaseNow(), int64(w.ttl), all)
 		for len(returns) > 0 && ctx.Err() == nil {
 			n := min(len(returns), leaseBatch)
 			chunk := returns[:n]
@@ -185,7 +185,7 @@ func (w *leaseWorker) renewAll(batch []leaseRenewal) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.guard.callTimeout())
 	defer cancel()
-	sent := w.guard.clock()
+	sent, sentNS := w.guard.clock(), w.guard.leaseNow()
 	cmds := w.pipelined(ctx, len(batch), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 		r := batch[i]
 		return r.l.runLease(ctx, p, eval, r.l.leaseKeys(r.key), "g", ids[i], 0, r.want, r.l.lifeArg, r.l.keep)
@@ -194,7 +194,7 @@ func (w *leaseWorker) renewAll(batch []leaseRenewal) {
 	for i, r := range batch {
 		reply, err := cmds[i].Text()
 		if err == nil {
-			_, err = r.l.install(r.key, ids[i], reply, sent)
+			_, err = r.l.install(r.key, ids[i], reply, sent, sentNS)
 		}
 		if err != nil {
 			failed = true

@@ -14,8 +14,11 @@ type Option func(*config)
 type config struct {
 	prefix string
 	clock  func() time.Time
-	redis  redisConfig // options only the Redis store uses
-	errs   []error
+	// clockSet: WithClock set clock, which the leases then read as it is
+	// (see leaseClock).
+	clockSet bool
+	redis    redisConfig // options only the Redis store uses
+	errs     []error
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -65,6 +68,6 @@ func WithClock(now func() time.Time) Option {
 			c.errs = append(c.errs, fmt.Errorf("%w: nil clock", algorithms.ErrInvalidOption))
 			return
 		}
-		c.clock = now
+		c.clock, c.clockSet = now, true
 	}
 }
