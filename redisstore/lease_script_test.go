@@ -133,9 +133,10 @@ func TestLeaseLostRepliesCountOnce(t *testing.T) {
 			if err := l.script.Load(context.Background(), direct).Err(); err != nil {
 				t.Fatal(err)
 			}
+			leaseAllowed(t, l, "k") // the key's first request: decided exactly
 			dropped := counts.dropped.Load()
 			counts.arm(1)
-			res, err := l.Allow(context.Background(), "k", 1)
+			res, err := l.Allow(context.Background(), "k", 1) // a grant
 			counts.arm(0)
 			if err != nil || !res.Allowed || res.Decider != algorithms.DecidedByStore {
 				t.Fatalf("Allow: %+v, %v; want allowed by Redis", res, err)
@@ -143,9 +144,10 @@ func TestLeaseLostRepliesCountOnce(t *testing.T) {
 			if counts.dropped.Load() != dropped+1 {
 				t.Fatalf("the proxy dropped %d replies, want 1", counts.dropped.Load()-dropped)
 			}
-			// The request and a lease of 1 (the key's first demand).
-			if u := used(t, probe, "k"); u != 2 {
-				t.Errorf("the key has used %d, want 2 (the request and its lease of 1, once)", u)
+			leased, _ := leaseUnits(l, "k")
+			// The two requests and the lease, once.
+			if u := used(t, probe, "k"); leased < 1 || u != 2+leased {
+				t.Errorf("the key has used %d with %d units leased, want %d (the requests and the lease, once)", u, leased, 2+leased)
 			}
 			dropped = counts.dropped.Load()
 			counts.arm(1)
@@ -154,8 +156,8 @@ func TestLeaseLostRepliesCountOnce(t *testing.T) {
 			if counts.dropped.Load() != dropped+1 {
 				t.Fatalf("the proxy dropped %d replies of the return, want 1", counts.dropped.Load()-dropped)
 			}
-			if u := used(t, probe, "k"); u != 1 {
-				t.Errorf("the key has used %d after its lease's return, want 1 (given back once)", u)
+			if u := used(t, probe, "k"); u != 2 {
+				t.Errorf("the key has used %d after its lease's return, want 2 (given back once)", u)
 			}
 		})
 	}

@@ -130,6 +130,11 @@ func (t *leaseTable) spend(key string, cost int, now, ttl int64, most int) lease
 		t.size.Add(1)
 		e = &leaseEntry{epoch: now}
 		s.entries[key] = e
+		// A key's first request goes the exact way, batched with the
+		// store's other decisions: a key asked for once costs Redis what
+		// it costs without leases. Its next within a ttl seeks a lease.
+		e.note(cost, now, ttl)
+		return leaseSpend{outcome: leaseExact}
 	}
 	e.note(cost, now, ttl)
 	s.promote(key, e, now)
