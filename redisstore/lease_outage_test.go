@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
@@ -69,6 +71,58 @@ func TestLeasesOutageBound(t *testing.T) {
 			t.Logf("at most %d admitted a key (bound L + n = %d)", most, limit+n)
 			if over > 0 {
 				t.Errorf("%d of %d keys admitted more than L + n = %d (up to %d)", over, keys, limit+n, most)
+			}
+		})
+	}
+}
+
+// A grant on its way when Redis freezes runs when Redis thaws, after the
+// store gave up on it and its twin admitted the request: the request is
+// then counted once, by the grant or by the twin's charge, never by both.
+// What Redis counts is the request and the units the grant leased (whose
+// reply the store never read).
+func TestLeaseGrantInDoubtCountsOnce(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			prefix := "doubt-" + string(alg)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			t.Cleanup(func() { _ = c.Close() })
+			lim := leaseLimit(alg, 100)
+			l, s := leasedOn(t, c, alg, lim, 30*time.Second, WithPrefix(prefix), WithEvictionAllowed(), WithTimeout(50*time.Millisecond))
+			probe, err := algorithms.New(probeStore(t, c, WithPrefix(prefix), WithEvictionAllowed()), alg, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leaseAllowed(t, l, "warm") // Redis has the script
+			srv.Freeze()
+			res, err := l.Allow(context.Background(), "k", 1)
+			srv.Thaw()
+			if err != nil || !res.Allowed || res.Decider != algorithms.DecidedLocally {
+				t.Fatalf("a request while Redis is frozen: %+v %v; want admitted locally", res, err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); owedKeys(s) > 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the charge never landed")
+				}
+			}
+			leased := 0
+			records, err := c.HGetAll(context.Background(), l.leaseKeys("k")[1]).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for id, rec := range records {
+				if id != "w" {
+					var g int
+					fmt.Sscan(rec, &g)
+					leased += g
+				}
+			}
+			if leased == 0 {
+				t.Fatal("the grant never ran: nothing to count twice")
+			}
+			if u := used(t, probe, "k"); u != 1+leased {
+				t.Errorf("Redis counted %d: want the request once and the %d units leased, %d", u, leased, 1+leased)
 			}
 		})
 	}
