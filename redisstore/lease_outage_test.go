@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,5 +126,72 @@ func TestLeaseGrantInDoubtCountsOnce(t *testing.T) {
 				t.Errorf("Redis counted %d: want the request once and the %d units leased, %d", u, leased, 1+leased)
 			}
 		})
+	}
+}
+
+// A key gated after a fault (it owes what its twin admitted), and every
+// key while the breaker is open, asks for no renewal, as it takes no
+// grant: a renewal would lease units from a count that lacks the
+// instance's charges. The key holds a lease of 40 units (a renewal goes
+// at 10 left) and spends 35 of them.
+func TestLeaseNoRenewalAfterFault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(l *leasedLimiter)
+	}{
+		{"gated", func(l *leasedLimiter) {
+			b := l.guard.batcher
+			b.mu.Lock()
+			b.chargeLocked(queueKey{l.redisLimiter, "k"}, 1, true, callDoubt{})
+			b.gateLocked(queueKey{l.redisLimiter, "k"})
+			b.mu.Unlock()
+		}},
+		{"breaker open", func(l *leasedLimiter) { l.guard.breaker.Trip(l.guard.clock(), "test") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
+			t.Cleanup(func() { _ = c.Close() })
+			l, _ := leasedOn(t, c, algorithms.FixedWindow, leaseLimit(algorithms.FixedWindow, 1000), 30*time.Second,
+				WithEvictionAllowed(), WithPrefix("renew-"+tc.name))
+			now := l.guard.clock().UnixNano()
+			if sp := l.table.spend("k", 1, now, int64(30*time.Second), l.most); sp.outcome != leaseSeek {
+				t.Fatalf("a key without a lease: %+v, want a grant", sp)
+			}
+			l.table.granted("k", heldLease{id: "L-test", left: 40, end: now + int64(time.Hour)}, 500, 0, 0, now)
+			counter := &leaseGrants{}
+			c.AddHook(counter)
+			tc.fault(l)
+			for range 35 {
+				if res, err := l.Allow(context.Background(), "k", 1); err != nil || !res.Allowed {
+					t.Fatalf("a request with units leased: %+v %v", res, err)
+				}
+			}
+			l.leases.flush() // the worker has read every renewal queued
+			if sent := counter.pipelined.Load(); sent != 0 {
+				t.Errorf("%d renewals sent, want none", sent)
+			}
+		})
+	}
+}
+
+// leaseGrants counts the grants a client sends in pipelines: the
+// renewals.
+type leaseGrants struct{ pipelined atomic.Int64 }
+
+func (c *leaseGrants) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *leaseGrants) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (c *leaseGrants) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			// EVALSHA or EVAL, the script, the number of keys, the keys, the
+			// operation.
+			args := cmd.Args()
+			if keys, ok := args[min(2, len(args)-1)].(int); ok && len(args) > 3+keys && args[3+keys] == "g" {
+				c.pipelined.Add(1)
+			}
+		}
+		return next(ctx, cmds)
 	}
 }
