@@ -51,7 +51,9 @@ type leaseSim struct {
 	keys     []string
 	admitted []atomic.Int64
 	refused  []atomic.Int64
-	local    atomic.Int64 // admitted by a twin
+	heard    []atomic.Bool // instance × key: Redis answered the instance for the key
+	local    atomic.Int64  // admitted by a twin
+	unheard  []int         // per key, as the fault began (atFault)
 	size     leaseSimSize
 }
 
@@ -59,7 +61,8 @@ type leaseSim struct {
 // WithLeases(ttl), WithInstances(N) and opts.
 func newLeaseSim(t *testing.T, addr, prefix string, size leaseSimSize, alg algorithms.Algorithm, ttl time.Duration, opts ...Option) *leaseSim {
 	t.Helper()
-	sim := &leaseSim{t: t, size: size, admitted: make([]atomic.Int64, size.keys), refused: make([]atomic.Int64, size.keys)}
+	sim := &leaseSim{t: t, size: size, admitted: make([]atomic.Int64, size.keys), refused: make([]atomic.Int64, size.keys),
+		heard: make([]atomic.Bool, size.n*size.keys)}
 	opts = append([]Option{WithPrefix(prefix), WithEvictionAllowed(), WithInstances(size.n)}, opts...)
 	for range size.n {
 		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4 * size.goroutines})
@@ -87,6 +90,9 @@ func (sim *leaseSim) allow(at, i int) algorithms.Result {
 	if err != nil {
 		sim.t.Errorf("Allow: %v", err)
 		return res
+	}
+	if res.Decider == algorithms.DecidedByStore || res.Decider == algorithms.DecidedByCache {
+		sim.heard[at*len(sim.keys)+i].Store(true)
 	}
 	if !res.Allowed {
 		sim.refused[i].Add(1)
