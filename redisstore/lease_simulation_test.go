@@ -53,7 +53,7 @@ type leaseSim struct {
 	refused  []atomic.Int64
 	heard    []atomic.Bool // instance × key: Redis answered the instance for the key
 	local    atomic.Int64  // admitted by a twin
-	unheard  []int         // per key, as the fault began (atFault)
+	answered []bool        // per key: Redis had answered for it as the fault began
 	size     leaseSimSize
 }
 
