@@ -11,7 +11,8 @@
 -- lease id "<granted> <window start> <returned 0|1>|<reply>"), KEYS[3] its
 -- holders (a sorted set of lease ids scored by their end, µs). All three
 -- share the key's hash tag. ARGV[1] is the operation, ARGV[2] the lease
--- id.
+-- id. A grant of a request may pass a KEYS[4], in the same slot: where it
+-- keeps its reply for the fault path (see "g").
 --
 -- "g", grant: ARGV[3] the cost of the request it decides (0: a renewal,
 -- which decides none), ARGV[4] the units wanted, ARGV[5] the lease's
@@ -29,7 +30,13 @@
 -- answers from it and grants nothing more. A new window forgets the
 -- previous one's records, and a key's records are forgotten when they pass
 -- MAX_RECORDS (a grant sent again then is decided again, and a return
--- gives nothing back: both on the strict side).
+-- gives nothing back: both on the strict side). With KEYS[4], a grant that
+-- consumed a request keeps its reply there too, for ARGV[6] ms, and a
+-- grant that finds KEYS[4] set decides nothing: a store that gave up on
+-- the grant charges the request its twin admitted under the grant's call
+-- id, and that charge, finding the grant's reply, counts nothing, or,
+-- running first, keeps its own there (see driver.lua): the request
+-- counts once, whichever runs first.
 --
 -- "r", return: ARGV[3] the units unspent. It gives back at most what the
 -- lease was granted, once per lease id, and only while the lease's window
@@ -57,6 +64,9 @@ if op == 'g' then
   if kept then
     return string.sub(kept, string.find(kept, '|', 1, true) + 1)
   end
+  if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
+    return '0 1 0 0 0 0 0'
+  end
   local cost, want, life, keep = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
   local ok, remaining, retry, reset = check(1, key, now, cost, RATE, PERIOD, BURST, UNIT)
   if not ok then
@@ -79,6 +89,9 @@ if op == 'g' then
     return reply
   end
   commit(1, key, now, cost + grant, RATE, PERIOD, BURST, UNIT)
+  if KEYS[4] and cost > 0 then
+    redis.call('SET', KEYS[4], reply, 'PX', keep)
+  end
   local px = math.max(math.ceil((wend - now) / 1000), 1) + keep
   redis.call('HSET', records, id, string.format('%d %d 0|%s', grant, start, reply))
   redis.call('PEXPIRE', records, px)

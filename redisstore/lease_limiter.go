@@ -99,11 +99,12 @@ func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want i
 		l.table.unseek(key)
 		return l.redisLimiter.Allow(ctx, key, cost)
 	}
-	sent, sentNS, id := g.clock(), g.leaseNow(), l.leaseID()
+	callID := g.ids.id()
+	sent, sentNS, id := g.clock(), g.leaseNow(), l.leaseIDOf(callID)
 	var reply string
 	err := g.call(ctx, func(ctx context.Context) error {
 		var err error
-		reply, err = l.grant(ctx, l.client, key, id, cost, want).Text()
+		reply, err = l.grant(ctx, l.client, l.grantKeys(key, callID), id, cost, want).Text()
 		if err != nil {
 			return fmt.Errorf("redisstore: lease: %w", err)
 		}
@@ -119,7 +120,15 @@ func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want i
 	if errors.Is(err, context.Canceled) {
 		return l.ended(ctx, key, cost, err)
 	}
-	return l.fail(key, cost, err)
+	// The grant may still run (Redis frozen or paused, a reply lost): the
+	// twin's admission is charged under the grant's call id, so that
+	// Redis counts the request once, by the grant or by the charge.
+	doubt := doubtOf(err, callID, callGroup{})
+	return l.failVia(key, cost, err, func(key string, cost int) (algorithms.Result, error) {
+		return l.guard.batcher.decideAndCharge(l.redisLimiter, key, cost, doubt, func() (algorithms.Result, error) {
+			return l.twinDecides(key, cost)
+		})
+	})
 }
 
 // afterFault reports whether key owes Redis what the twin admitted, or is
@@ -136,9 +145,9 @@ func (l *leasedLimiter) afterFault(key string) bool {
 }
 
 // grant sends a grant of want units, with the request of cost (0: none),
-// under lease id.
-func (l *leasedLimiter) grant(ctx context.Context, c redis.Scripter, key, id string, cost, want int) *redis.Cmd {
-	return l.script.Run(ctx, c, l.leaseKeys(key), "g", id, cost, want, l.lifeArg, l.keep)
+// under lease id, with keys: leaseKeys, or grantKeys.
+func (l *leasedLimiter) grant(ctx context.Context, c redis.Scripter, keys []string, id string, cost, want int) *redis.Cmd {
+	return l.script.Run(ctx, c, keys, "g", id, cost, want, l.lifeArg, l.keep)
 }
 
 // runLease sends the lease script with keys and args through c, by its
@@ -158,10 +167,23 @@ func (l *leasedLimiter) leaseKeys(key string) []string {
 	return append(keys, keys[0]+":lease", keys[0]+":holders")
 }
 
+// grantKeys are key's leaseKeys and, last, the key under which a grant
+// of a request under callID keeps its reply: the key a charge sent under
+// callID looks for (see keysOf), so that the request counts once.
+func (l *leasedLimiter) grantKeys(key string, callID uint64) []string {
+	keys := make([]string, 2, 4)
+	l.keysOf(key, keys, callID)
+	once := keys[1]
+	return append(keys[:1], keys[0]+":lease", keys[0]+":holders", once)
+}
+
 // leaseID returns a new lease id, unique to the store.
-func (l *leasedLimiter) leaseID() string {
+func (l *leasedLimiter) leaseID() string { return l.leaseIDOf(l.guard.ids.id()) }
+
+// leaseIDOf returns the lease id of call id.
+func (l *leasedLimiter) leaseIDOf(id uint64) string {
 	var b [48]byte
-	return string(l.guard.ids.appendID(append(b[:0], 'L'), l.guard.ids.id()))
+	return string(l.guard.ids.appendID(append(b[:0], 'L'), id))
 }
 
 // grantReply is a grant's answer.

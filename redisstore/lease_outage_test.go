@@ -3,8 +3,11 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
@@ -71,5 +74,124 @@ func TestLeasesOutageBound(t *testing.T) {
 				t.Errorf("%d of %d keys admitted more than L + n = %d (up to %d)", over, keys, limit+n, most)
 			}
 		})
+	}
+}
+
+// A grant on its way when Redis freezes runs when Redis thaws, after the
+// store gave up on it and its twin admitted the request: the request is
+// then counted once, by the grant or by the twin's charge, never by both.
+// What Redis counts is the request and the units the grant leased (whose
+// reply the store never read).
+func TestLeaseGrantInDoubtCountsOnce(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			prefix := "doubt-" + string(alg)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			t.Cleanup(func() { _ = c.Close() })
+			lim := leaseLimit(alg, 100)
+			l, s := leasedOn(t, c, alg, lim, 30*time.Second, WithPrefix(prefix), WithEvictionAllowed(), WithTimeout(50*time.Millisecond))
+			probe, err := algorithms.New(probeStore(t, c, WithPrefix(prefix), WithEvictionAllowed()), alg, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leaseAllowed(t, l, "warm") // Redis has the script
+			srv.Freeze()
+			res, err := l.Allow(context.Background(), "k", 1)
+			srv.Thaw()
+			if err != nil || !res.Allowed || res.Decider != algorithms.DecidedLocally {
+				t.Fatalf("a request while Redis is frozen: %+v %v; want admitted locally", res, err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); owedKeys(s) > 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the charge never landed")
+				}
+			}
+			leased := 0
+			records, err := c.HGetAll(context.Background(), l.leaseKeys("k")[1]).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for id, rec := range records {
+				if id != "w" {
+					var g int
+					fmt.Sscan(rec, &g)
+					leased += g
+				}
+			}
+			if leased == 0 {
+				t.Fatal("the grant never ran: nothing to count twice")
+			}
+			if u := used(t, probe, "k"); u != 1+leased {
+				t.Errorf("Redis counted %d: want the request once and the %d units leased, %d", u, leased, 1+leased)
+			}
+		})
+	}
+}
+
+// A key gated after a fault (it owes what its twin admitted), and every
+// key while the breaker is open, asks for no renewal, as it takes no
+// grant: a renewal would lease units from a count that lacks the
+// instance's charges. The key holds a lease of 40 units (a renewal goes
+// at 10 left) and spends 35 of them.
+func TestLeaseNoRenewalAfterFault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(l *leasedLimiter)
+	}{
+		{"gated", func(l *leasedLimiter) {
+			b := l.guard.batcher
+			b.mu.Lock()
+			b.chargeLocked(queueKey{l.redisLimiter, "k"}, 1, true, callDoubt{})
+			b.gateLocked(queueKey{l.redisLimiter, "k"})
+			b.mu.Unlock()
+		}},
+		{"breaker open", func(l *leasedLimiter) { l.guard.breaker.Trip(l.guard.clock(), "test") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
+			t.Cleanup(func() { _ = c.Close() })
+			l, _ := leasedOn(t, c, algorithms.FixedWindow, leaseLimit(algorithms.FixedWindow, 1000), 30*time.Second,
+				WithEvictionAllowed(), WithPrefix("renew-"+tc.name))
+			now := l.guard.clock().UnixNano()
+			if sp := l.table.spend("k", 1, now, int64(30*time.Second), l.most); sp.outcome != leaseSeek {
+				t.Fatalf("a key without a lease: %+v, want a grant", sp)
+			}
+			l.table.granted("k", heldLease{id: "L-test", left: 40, end: now + int64(time.Hour)}, 500, 0, 0, now)
+			counter := &leaseGrants{}
+			c.AddHook(counter)
+			tc.fault(l)
+			for range 35 {
+				if res, err := l.Allow(context.Background(), "k", 1); err != nil || !res.Allowed {
+					t.Fatalf("a request with units leased: %+v %v", res, err)
+				}
+			}
+			l.leases.flush() // the worker has read every renewal queued
+			if sent := counter.pipelined.Load(); sent != 0 {
+				t.Errorf("%d renewals sent, want none", sent)
+			}
+		})
+	}
+}
+
+// leaseGrants counts the grants a client sends in pipelines: the
+// renewals.
+type leaseGrants struct{ pipelined atomic.Int64 }
+
+func (c *leaseGrants) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *leaseGrants) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (c *leaseGrants) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			// EVALSHA or EVAL, the script, the number of keys, the keys, the
+			// operation.
+			args := cmd.Args()
+			if keys, ok := args[min(2, len(args)-1)].(int); ok && len(args) > 3+keys && args[3+keys] == "g" {
+				c.pipelined.Add(1)
+			}
+		}
+		return next(ctx, cmds)
 	}
 }

@@ -91,7 +91,7 @@ func TestLeaseScriptOnce(t *testing.T) {
 			for _, st := range steps {
 				var got string
 				if st.op == "g" {
-					reply, err := l.grant(ctx, c, "k", st.id, st.cost, st.want).Text()
+					reply, err := l.grant(ctx, c, l.leaseKeys("k"), st.id, st.cost, st.want).Text()
 					if err != nil {
 						t.Fatalf("%s: %v", st.name, err)
 					}

@@ -177,8 +177,22 @@ func (w *leaseWorker) sweep(all bool) {
 }
 
 // renewAll sends the grants of batch in one pipeline and keeps their
-// leases.
+// leases. As a grant (see grantAllow), it sends none while the breaker
+// is not closed, nor for a key gated after a fault: that key owes Redis
+// what its twin admitted, and a lease from a count that lacks it would
+// admit it again.
 func (w *leaseWorker) renewAll(batch []leaseRenewal) {
+	closed, n := w.guard.breaker.Closed(), 0
+	for _, r := range batch {
+		if closed && !r.l.afterFault(r.key) {
+			batch[n], n = r, n+1
+		} else {
+			r.l.table.unseek(r.key)
+		}
+	}
+	if batch = batch[:n]; n == 0 {
+		return
+	}
 	ids := make([]string, len(batch))
 	for i, r := range batch {
 		ids[i] = r.l.leaseID()
