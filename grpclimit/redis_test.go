@@ -45,26 +45,8 @@ func TestRedisThreeServersShareALimit(t *testing.T) {
 	const quota, calls = 10, 30
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
-			clients := redisFleet(t, addr, 3, alg, algorithms.PerMinute(quota), nil,
-				grpclimit.WithPolicyName(string(alg)))
-			var (
-				wg  sync.WaitGroup
-				mu  sync.Mutex
-				got []codes.Code
-			)
-			for i := range calls {
-				wg.Go(func() {
-					code, _, trailer, err := call(t, clients[i%len(clients)])
-					if code == codes.ResourceExhausted {
-						checkRefusal(t, err, trailer, string(alg), quota)
-					}
-					mu.Lock()
-					got = append(got, code)
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
-			if n := count(got); n[codes.OK] != quota || n[codes.ResourceExhausted] != calls-quota {
+			n := callFleet(t, addr, alg, quota, calls, nil)
+			if n[codes.OK] != quota || n[codes.ResourceExhausted] != calls-quota {
 				t.Fatalf("codes %v, want exactly %d OK and %d ResourceExhausted", n, quota, calls-quota)
 			}
 		})
@@ -82,33 +64,41 @@ func TestRedisLeasedServersShareALimit(t *testing.T) {
 	const quota, calls, instances, q = 16, 48, 3, 2
 	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindowCounter, algorithms.TokenBucket, algorithms.LeakyBucket} {
 		t.Run(string(alg), func(t *testing.T) {
-			clients := redisFleet(t, addr, instances, alg, algorithms.PerMinute(quota),
-				[]redisstore.Option{redisstore.WithLeases(time.Second), redisstore.WithPrefix("leased-" + string(alg))},
-				grpclimit.WithPolicyName(string(alg)))
-			var (
-				wg  sync.WaitGroup
-				mu  sync.Mutex
-				got []codes.Code
-			)
-			for i := range calls {
-				wg.Go(func() {
-					code, _, trailer, err := call(t, clients[i%len(clients)])
-					if code == codes.ResourceExhausted {
-						checkRefusal(t, err, trailer, string(alg), quota)
-					}
-					mu.Lock()
-					got = append(got, code)
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
-			n := count(got)
+			n := callFleet(t, addr, alg, quota, calls,
+				[]redisstore.Option{redisstore.WithLeases(time.Second), redisstore.WithPrefix("leased-" + string(alg))})
 			t.Logf("codes %v", n)
 			if n[codes.OK] > quota || n[codes.OK] < quota-instances*q || n[codes.OK]+n[codes.ResourceExhausted] != calls {
 				t.Fatalf("codes %v, want from %d to %d OK and the rest ResourceExhausted", n, quota-instances*q, quota)
 			}
 		})
 	}
+}
+
+// callFleet makes calls concurrent calls, spread over three servers on
+// Redis stores with storeOpts, limiting with alg to quota a minute under
+// the policy alg; it checks each refusal's details and trailers and
+// returns how many calls ended with each code.
+func callFleet(t *testing.T, addr string, alg algorithms.Algorithm, quota, calls int, storeOpts []redisstore.Option) map[codes.Code]int {
+	t.Helper()
+	clients := redisFleet(t, addr, 3, alg, algorithms.PerMinute(quota), storeOpts, grpclimit.WithPolicyName(string(alg)))
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		got []codes.Code
+	)
+	for i := range calls {
+		wg.Go(func() {
+			code, _, trailer, err := call(t, clients[i%len(clients)])
+			if code == codes.ResourceExhausted {
+				checkRefusal(t, err, trailer, string(alg), int64(quota))
+			}
+			mu.Lock()
+			got = append(got, code)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return count(got)
 }
 
 // TestRedisAPIKeysAndStreams: on Redis too, known API keys from metadata

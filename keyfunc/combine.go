@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/redlimit/redlimit/internal/errlist"
 )
 
 // Separator joins the parts of a [Join] key. No key made by this package
@@ -11,8 +13,8 @@ import (
 const Separator = "|"
 
 // FirstOf returns a KeyFunc that tries fns in order and returns the first
-// key obtained, such as JWTSubject, then APIKey, then IP. A function that
-// returns an empty key counts as failed ([ErrEmptyKey]).
+// key obtained, such as a JWT's subject (package jwtkey), then APIKey, then
+// IP. A function that returns an empty key counts as failed ([ErrEmptyKey]).
 //
 // When all fail, the error wraps [ErrNoKey] and every function's error, so
 // errors.Is still finds, say, [ErrInvalidToken]. The package's own errors
@@ -41,7 +43,7 @@ func FirstOf(fns ...KeyFunc) KeyFunc {
 			}
 			errs = append(errs, err)
 		}
-		return "", &listError{head: ErrNoKey, errs: errs}
+		return "", errlist.New(ErrNoKey, errs)
 	}
 }
 
@@ -106,29 +108,4 @@ func writeEscaped(b *strings.Builder, s string) {
 			b.WriteByte(s[i])
 		}
 	}
-}
-
-// listError is what FirstOf and a rejected token return: one line of text
-// (errors.Join's newlines split log lines) and every cause for errors.Is.
-type listError struct {
-	head error
-	errs []error
-}
-
-func (e *listError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.head.Error())
-	for i, err := range e.errs {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		b.WriteString(err.Error())
-	}
-	return b.String()
-}
-
-func (e *listError) Unwrap() []error {
-	return append([]error{e.head}, e.errs...)
 }

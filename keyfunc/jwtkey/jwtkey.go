@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/redlimit/redlimit/internal/errlist"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -259,7 +260,7 @@ func tokenError(err, keyErr error) error {
 	if keyErr != nil {
 		causes = append(causes, keyErr)
 	}
-	return &listError{head: keyfunc.ErrInvalidToken, errs: causes}
+	return errlist.New(keyfunc.ErrInvalidToken, causes)
 }
 
 // probeKey signs the probe tokens; they never leave this process.

@@ -2,7 +2,6 @@ package jwtkey
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/redlimit/redlimit/keyfunc"
 )
@@ -45,29 +44,4 @@ func isIdentByte(c byte) bool {
 // without an error result report a bad configuration without panicking.
 func failing(err error) keyfunc.KeyFunc {
 	return func(*http.Request) (string, error) { return "", err }
-}
-
-// listError is what a rejected token returns: one line of text
-// (errors.Join's newlines split log lines) and every cause for errors.Is.
-type listError struct {
-	head error
-	errs []error
-}
-
-func (e *listError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.head.Error())
-	for i, err := range e.errs {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		b.WriteString(err.Error())
-	}
-	return b.String()
-}
-
-func (e *listError) Unwrap() []error {
-	return append([]error{e.head}, e.errs...)
 }
