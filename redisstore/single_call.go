@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -28,7 +29,7 @@ func (g *guard) call(ctx context.Context, f func(context.Context) error) error {
 		return errBreakerOpen
 	}
 	err := g.within(ctx, f)
-	if err != nil && ctx != nil && ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
+	if err != nil && ctx != nil && errors.Is(ctx.Err(), context.Canceled) {
 		if probe {
 			g.breaker.CancelProbe()
 		}
