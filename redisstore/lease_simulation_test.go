@@ -72,7 +72,7 @@ func newLeaseSim(t *testing.T, addr, prefix string, size leaseSimSize, alg algor
 	}
 	pc := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = pc.Close() })
-	probe, err := algorithms.New(probeStore(t, pc, WithPrefix(prefix), WithEvictionAllowed()), alg, leaseSimLimit())
+	probe, err := algorithms.New(probeStore(t, pc, WithPrefix(prefix), WithEvictionAllowed(), WithTimeout(5*time.Second)), alg, leaseSimLimit())
 	if err != nil {
 		t.Fatal(err)
 	}
