@@ -126,9 +126,9 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 	if e := g.evict.distrusted(); e != nil {
 		return l.fail(key, e, queuedNone)
 	}
-	ok, probe := g.breaker.Allow(now)
-	if !ok {
-		return l.fail(key, errBreakerOpen, queuedNone)
+	probe, err := g.admit(now)
+	if err != nil {
+		return l.fail(key, err, queuedNone)
 	}
 	deadline := now.Add(g.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -141,14 +141,10 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 	select {
 	case l.slots <- struct{}{}:
 	case <-t.C:
-		if probe {
-			g.breaker.CancelProbe()
-		}
+		g.unsent(probe)
 		return l.fail(key, errSaturated, queuedNone)
 	case <-ctx.Done():
-		if probe {
-			g.breaker.CancelProbe()
-		}
+		g.unsent(probe)
 		return l.ended(ctx, key, ctx.Err(), queuedNone)
 	}
 	id := ratemath.LeaseSeq.Add(1)
@@ -157,9 +153,7 @@ func (l *redisConcurrency) Acquire(ctx context.Context, key string) (*algorithms
 	cut := g.wheel.cutOff() // taken before the call can be refused
 	if !g.crew.spawn(func() { l.call(c, key, deadline, probe) }) {
 		<-l.slots
-		if probe {
-			g.breaker.CancelProbe()
-		}
+		g.unsent(probe)
 		return l.fail(key, ErrClosed, queuedNone)
 	}
 
@@ -208,11 +202,7 @@ func (l *redisConcurrency) call(c *acquireCall, key string, deadline time.Time, 
 	} else if c.lease, err = l.parse(reply, key, h.id, c.arg.writes.Load() > 1); err != nil {
 		c.maybe = true
 	}
-	g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, probe)
-	if err != nil {
-		g.reloadSlots()
-		g.reportError(err, sent)
-	}
+	g.heard(err, sent, probe)
 	c.err = err
 	delivered := c.state.CompareAndSwap(callPending, callDelivered)
 	if delivered {

@@ -111,10 +111,7 @@ func (l *redisLimiter) probeAside(key string) {
 	g.crew.spawn(func() {
 		sent := g.clock()
 		_, err := l.run(g.wheel.contextFor(g.callTimeout()), key, "p1", 1, false)
-		g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, true)
-		if err != nil {
-			g.reportError(err, sent)
-		}
+		g.heard(err, sent, true)
 	})
 }
 

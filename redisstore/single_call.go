@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // A single call is one script call outside the batches: Peek's, Reset's,
@@ -20,27 +21,53 @@ import (
 // of Redis. It returns f's error, or within's
 // (TestSingleCallsHonourTheBreaker).
 func (g *guard) call(ctx context.Context, f func(context.Context) error) error {
-	if g.closed.Load() {
-		return ErrClosed
-	}
 	sent := g.clock()
-	ok, probe := g.breaker.Allow(sent)
-	if !ok {
-		return errBreakerOpen
-	}
-	err := g.within(ctx, f)
-	if err != nil && ctx != nil && errors.Is(ctx.Err(), context.Canceled) {
-		if probe {
-			g.breaker.CancelProbe()
-		}
+	probe, err := g.admit(sent)
+	if err != nil {
 		return err
 	}
+	err = g.within(ctx, f)
+	if err != nil && ctx != nil && errors.Is(ctx.Err(), context.Canceled) {
+		g.unsent(probe)
+		return err
+	}
+	g.heard(err, sent, probe)
+	return err
+}
+
+// admit asks the breaker whether a single call may go at now: ErrClosed
+// after Close, errBreakerOpen while the breaker is open; probe says the
+// call is the breaker's probe, which the caller ends with heard, or with
+// unsent when the call never went (or its caller left, which says nothing
+// of Redis). Every single call, a concurrency Acquire's too, goes through
+// admit and heard: the one place they meet the breaker and the observer.
+func (g *guard) admit(now time.Time) (probe bool, err error) {
+	if g.closed.Load() {
+		return false, ErrClosed
+	}
+	ok, probe := g.breaker.Allow(now)
+	if !ok {
+		return false, errBreakerOpen
+	}
+	return probe, nil
+}
+
+// heard tells the breaker and the observer how a call sent at sent ended:
+// a call Redis answered, with an error reply too, is a success for the
+// breaker; a failure reloads the Cluster's slots and reaches the observer.
+func (g *guard) heard(err error, sent time.Time, probe bool) {
 	g.breaker.Record(g.clock(), err == nil || classify(err) == ErrorScript, probe)
 	if err != nil {
 		g.reloadSlots()
 		g.reportError(err, sent)
 	}
-	return err
+}
+
+// unsent gives back a probe admit gave for a call that was not sent.
+func (g *guard) unsent(probe bool) {
+	if probe {
+		g.breaker.CancelProbe()
+	}
 }
 
 // within runs f with a deadline of the store's timeout (or ctx's, if
