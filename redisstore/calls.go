@@ -310,37 +310,6 @@ func runCalls(ctx context.Context, client redis.UniversalClient, calls []*script
 	return health
 }
 
-// send sends the calls, together in one pipeline when there are several,
-// with the scripts Redis has lost sent in full once more.
-func send(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) {
-	if len(calls) == 1 {
-		c := calls[0]
-		c.cmd = c.scriptOf().Run(ctx, client, c.keys, c.args...)
-		return
-	}
-	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range calls {
-			c.cmd = c.scriptOf().EvalSha(ctx, p, c.keys, c.args...)
-		}
-		return nil
-	})
-	var lost []*scriptCall
-	for _, c := range calls {
-		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			lost = append(lost, c)
-		}
-	}
-	if len(lost) > 0 {
-		// Not run: send them with the script's source, which loads it.
-		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range lost {
-				c.cmd = c.scriptOf().Eval(ctx, p, c.keys, c.args...)
-			}
-			return nil
-		})
-	}
-}
-
 // replaced returns calls without those refused, followed by again, the
 // calls sent in their stead (some of them the refused calls, changed).
 func replaced(calls, refused, again []*scriptCall) []*scriptCall {

@@ -151,7 +151,7 @@ func (l *leasedLimiter) grant(ctx context.Context, c redis.Scripter, keys []stri
 }
 
 // runLease sends the lease script with keys and args through c, by its
-// SHA, or with its source when eval is set (see leaseWorker.pipelined).
+// SHA, or with its source when eval is set (see sendPipelined).
 func (l *leasedLimiter) runLease(ctx context.Context, c redis.Scripter, eval bool, keys []string, args ...any) *redis.Cmd {
 	if eval {
 		return l.script.Eval(ctx, c, keys, args...)

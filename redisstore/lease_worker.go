@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,7 +167,7 @@ func (w *leaseWorker) sweep(all bool) {
 		for len(returns) > 0 && ctx.Err() == nil {
 			n := min(len(returns), leaseBatch)
 			chunk := returns[:n]
-			w.pipelined(ctx, len(chunk), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+			sendPipelined(ctx, w.client, len(chunk), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 				return l.runLease(ctx, p, eval, l.leaseKeys(chunk[i].key), "r", chunk[i].id, chunk[i].left)
 			})
 			returns = returns[n:]
@@ -200,7 +199,7 @@ func (w *leaseWorker) renewAll(batch []leaseRenewal) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.guard.callTimeout())
 	defer cancel()
 	sent, sentNS := w.guard.clock(), w.guard.leaseNow()
-	cmds := w.pipelined(ctx, len(batch), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+	cmds := sendPipelined(ctx, w.client, len(batch), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 		r := batch[i]
 		return r.l.runLease(ctx, p, eval, r.l.leaseKeys(r.key), "g", ids[i], 0, r.want, r.l.lifeArg, r.l.keep)
 	})
@@ -216,32 +215,4 @@ func (w *leaseWorker) renewAll(batch []leaseRenewal) {
 		}
 	}
 	w.guard.breaker.Record(w.guard.clock(), !failed, false)
-}
-
-// pipelined sends n script calls made by call in one pipeline, within
-// ctx, and sends again with the script's source (eval) those Redis had not
-// loaded the script for; it returns their commands.
-func (w *leaseWorker) pipelined(ctx context.Context, n int, call func(p redis.Pipeliner, i int, eval bool) *redis.Cmd) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, n)
-	_, _ = w.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range cmds {
-			cmds[i] = call(p, i, false)
-		}
-		return nil
-	})
-	var lost []int
-	for i, c := range cmds {
-		if err := c.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			lost = append(lost, i)
-		}
-	}
-	if len(lost) > 0 {
-		_, _ = w.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, i := range lost {
-				cmds[i] = call(p, i, true)
-			}
-			return nil
-		})
-	}
-	return cmds
 }
