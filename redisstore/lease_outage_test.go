@@ -26,7 +26,7 @@ func TestLeasesOutageBound(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			lim := algorithms.Limit{Rate: limit, Period: time.Hour, Burst: limit}
-			_, ls := leasedStores(t, srv.Addr, n, alg, lim, 30*time.Second, WithTimeout(50*time.Millisecond))
+			stores, ls := leasedStores(t, srv.Addr, n, alg, lim, 30*time.Second, WithTimeout(50*time.Millisecond))
 			admitted := make([]int, keys)
 			ask := func(i int, l *leasedLimiter) {
 				res, err := l.Allow(context.Background(), fmt.Sprint("k", i), 1)
@@ -37,12 +37,25 @@ func TestLeasesOutageBound(t *testing.T) {
 					admitted[i]++
 				}
 			}
-			for i := range keys {
-				for r := range limit {
-					ask(i, ls[r%n])
+			// Each key's L requests in turns, the leases given back after
+			// each turn, until every key was admitted L: a lease
+			// stranded with units (promise 2) refuses nothing meanwhile.
+			for turn := 0; ; turn++ {
+				short := 0
+				for i := range keys {
+					for r := range limit - admitted[i] {
+						ask(i, ls[r%n])
+					}
+					short += limit - admitted[i]
 				}
-				if admitted[i] != limit {
-					t.Fatalf("key %d: %d admitted of its first %d requests, want all", i, admitted[i], limit)
+				if short == 0 {
+					break
+				}
+				if turn == 5 {
+					t.Fatalf("keys still %d short of L after %d turns: %v", short, turn, admitted)
+				}
+				for _, s := range stores {
+					s.leases.flush()
 				}
 			}
 			srv.Freeze()
@@ -156,8 +169,10 @@ func TestLeaseNoRenewalAfterFault(t *testing.T) {
 			l, _ := leasedOn(t, c, algorithms.FixedWindow, leaseLimit(algorithms.FixedWindow, 1000), 30*time.Second,
 				WithEvictionAllowed(), WithPrefix("renew-"+tc.name))
 			now := l.guard.clock().UnixNano()
-			if sp := l.table.spend("k", 1, now, int64(30*time.Second), l.most); sp.outcome != leaseExact {
-				t.Fatalf("a key's first request: %+v, want decided exactly", sp)
+			for i := range leaseBusy - 1 {
+				if sp := l.table.spend("k", 1, now, int64(30*time.Second), l.most); sp.outcome != leaseExact {
+					t.Fatalf("a key's request %d: %+v, want decided exactly until it is busy", i+1, sp)
+				}
 			}
 			if sp := l.table.spend("k", 1, now, int64(30*time.Second), l.most); sp.outcome != leaseSeek {
 				t.Fatalf("a key without a lease: %+v, want a grant", sp)

@@ -58,7 +58,7 @@ func TestLeaseEndsWithWindow(t *testing.T) {
 	for _, alg := range leaseWindows {
 		t.Run(string(alg), func(t *testing.T) {
 			l, _ := leasedOn(t, c, alg, algorithms.Limit{Rate: 1000, Period: period}, time.Minute, WithPrefix("end-"+string(alg)))
-			leaseAllowed(t, l, "k") // decided exactly
+			untilBusy(t, l, "k") // decided exactly
 			// The window began in Redis before the first request returned.
 			by := time.Now().Add(period)
 			leaseAllowed(t, l, "k") // a grant
@@ -124,7 +124,7 @@ func TestLeaseDecisionAllocatesNothing(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			l, _ := leasedOn(t, c, alg, algorithms.Limit{Rate: 1_000_000, Period: time.Hour}, time.Minute,
 				WithPrefix("alloc-"+string(alg)), WithEvictionAllowed())
-			leaseAllowed(t, l, "k") // decided exactly
+			untilBusy(t, l, "k")    // decided exactly
 			leaseAllowed(t, l, "k") // a grant
 			waitUnseeking(t, l, "k")
 			// A lease far from its prefetch, so that no renewal (whose

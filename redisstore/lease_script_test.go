@@ -133,7 +133,7 @@ func TestLeaseLostRepliesCountOnce(t *testing.T) {
 			if err := l.script.Load(context.Background(), direct).Err(); err != nil {
 				t.Fatal(err)
 			}
-			leaseAllowed(t, l, "k") // the key's first request: decided exactly
+			untilBusy(t, l, "k") // the key's first requests: decided exactly
 			dropped := counts.dropped.Load()
 			counts.arm(1)
 			res, err := l.Allow(context.Background(), "k", 1) // a grant
@@ -145,9 +145,9 @@ func TestLeaseLostRepliesCountOnce(t *testing.T) {
 				t.Fatalf("the proxy dropped %d replies, want 1", counts.dropped.Load()-dropped)
 			}
 			leased, _ := leaseUnits(l, "k")
-			// The two requests and the lease, once.
-			if u := used(t, probe, "k"); leased < 1 || u != 2+leased {
-				t.Errorf("the key has used %d with %d units leased, want %d (the requests and the lease, once)", u, leased, 2+leased)
+			// The requests and the lease, once.
+			if u := used(t, probe, "k"); leased < 1 || u != leaseBusy+leased {
+				t.Errorf("the key has used %d with %d units leased, want %d (the requests and the lease, once)", u, leased, leaseBusy+leased)
 			}
 			dropped = counts.dropped.Load()
 			counts.arm(1)
@@ -156,8 +156,8 @@ func TestLeaseLostRepliesCountOnce(t *testing.T) {
 			if counts.dropped.Load() != dropped+1 {
 				t.Fatalf("the proxy dropped %d replies of the return, want 1", counts.dropped.Load()-dropped)
 			}
-			if u := used(t, probe, "k"); u != 2 {
-				t.Errorf("the key has used %d after its lease's return, want 2 (given back once)", u)
+			if u := used(t, probe, "k"); u != leaseBusy {
+				t.Errorf("the key has used %d after its lease's return, want %d (given back once)", u, leaseBusy)
 			}
 		})
 	}

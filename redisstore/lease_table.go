@@ -14,6 +14,16 @@ const leaseTableCapacity = 1 << 16
 // rarely wait on one lock.
 const leaseShards = 64
 
+// leaseBusy is where a key turns busy: a key asked for fewer units than
+// this in the current span of ttl and the span before it is decided the
+// exact way, batched with the store's other decisions, and costs Redis
+// what it costs without leases; from leaseBusy on, its request seeks a
+// lease. Below it a lease would cost a grant, which is a call of its own,
+// and a return for the units it did not spend, for fewer decisions than
+// the exact way makes in as many calls shared with other keys
+// (BenchmarkMiddlewareLeased's "clients"; TestLeaseRoundTrips).
+const leaseBusy = 4
+
 // leaseReturnsCapacity is the most unspent leases a shard keeps waiting to
 // be given back; beyond it a lease is not given back and simply ends in
 // Redis with its window.
@@ -131,8 +141,8 @@ func (t *leaseTable) spend(key string, cost int, now, ttl int64, most int) lease
 		e = &leaseEntry{epoch: now}
 		s.entries[key] = e
 		// A key's first request goes the exact way, batched with the
-		// store's other decisions: a key asked for once costs Redis what
-		// it costs without leases. Its next within a ttl seeks a lease.
+		// store's other decisions, and so do its next ones until it is
+		// busy (leaseBusy).
 		e.note(cost, now, ttl)
 		return leaseSpend{outcome: leaseExact}
 	}
@@ -147,7 +157,7 @@ func (t *leaseTable) spend(key string, cost int, now, ttl int64, most int) lease
 		e.seeking = e.seeking || renew
 		return leaseSpend{outcome: leaseSpent, remaining: left + e.keyLeft, resetAt: e.resetAt, renew: renew, want: e.want(most)}
 	}
-	if e.seeking || now < e.denied {
+	if e.seeking || now < e.denied || max(e.demand, e.before) < leaseBusy {
 		return leaseSpend{outcome: leaseExact}
 	}
 	e.seeking = true

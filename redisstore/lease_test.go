@@ -46,6 +46,18 @@ func leaseAllowed(t *testing.T, l algorithms.Limiter, key string) bool {
 	return res.Allowed
 }
 
+// untilBusy sends key to l the requests it takes to turn busy, all but
+// the last (leaseBusy − 1, each decided exactly): the next one is a
+// grant.
+func untilBusy(t *testing.T, l *leasedLimiter, key string) {
+	t.Helper()
+	for range leaseBusy - 1 {
+		if !leaseAllowed(t, l, key) {
+			t.Fatalf("%s refused before it was busy", key)
+		}
+	}
+}
+
 // Promise 1: three stores on separate clients share a limit L; 16
 // goroutines send every key's requests, twice its limit, to the stores in
 // turn, each key from many goroutines at once. Each key is admitted at
@@ -198,8 +210,9 @@ func leaseUnits(l *leasedLimiter, key string) (units int, seeking bool) {
 	return e.cur.units(now) + e.next.units(now), e.seeking
 }
 
-// A cold key's first request is one command, as on the exact store; a
-// busy key's requests that find units in its lease send none, and its
+// A cold key's requests are one command each, as on the exact store,
+// until it is busy (leaseBusy units within a ttl), when the request's
+// command brings a lease; a busy key's requests that find units in its lease send none, and its
 // renewals ride pipelines.
 func TestLeaseRoundTrips(t *testing.T) {
 	for _, alg := range leaseAlgorithms {
@@ -213,14 +226,14 @@ func TestLeaseRoundTrips(t *testing.T) {
 			}
 			leaseAllowed(t, l, "warm") // loads the exact path's scripts
 			c.AddHook(counter)
-			// A cold key's first request is decided exactly, as without
-			// leases; its second brings a lease.
-			for i := range 2 {
+			// A cold key's requests are decided exactly, as without
+			// leases, until the leaseBusy-th brings a lease.
+			for i := range leaseBusy {
 				if !leaseAllowed(t, l, "cold") || counter.single.Load() != int64(i+1) || counter.pipelined.Load() != 0 {
 					t.Fatalf("a cold key's requests 1 to %d sent %d commands and %d in pipelines, want %d and 0",
 						i+1, counter.single.Load(), counter.pipelined.Load(), i+1)
 				}
-				if units, _ := leaseUnits(l, "cold"); (units > 0) != (i == 1) {
+				if units, _ := leaseUnits(l, "cold"); (units > 0) != (i == leaseBusy-1) {
 					t.Fatalf("after a cold key's request %d: %d units leased", i+1, units)
 				}
 			}
@@ -244,7 +257,7 @@ func TestLeaseRoundTrips(t *testing.T) {
 				t.Errorf("%d of %d requests decided from leases, want at least 90%%", fromLease, requests)
 			}
 			t.Logf("%d requests: %d from leases, %d commands alone, %d in pipelines", requests, fromLease,
-				counter.single.Load()-2, counter.pipelined.Load())
+				counter.single.Load()-leaseBusy, counter.pipelined.Load())
 		})
 	}
 }
@@ -277,18 +290,18 @@ func TestLeaseTableFullDecidesExactly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Two requests a key: the first decided exactly, the second
-			// bringing a lease while the table has room; then the
+			// leaseBusy requests a key: the first decided exactly, the
+			// last bringing a lease while the table has room; then the
 			// requests alone.
 			for i, leases := range []bool{true, true, false, false} {
 				key := keyName(i)
-				for range 2 {
+				for range leaseBusy {
 					if !leaseAllowed(t, l, key) {
 						t.Fatalf("%s denied", key)
 					}
 				}
 				leased, _ := leaseUnits(l, key)
-				if u := used(t, probe, key); (leased > 0) != leases || u != 2+leased {
+				if u := used(t, probe, key); (leased > 0) != leases || u != leaseBusy+leased {
 					t.Errorf("%s (table of 2 keys): used %d with %d units leased, want a lease %v and the requests counted", key, u, leased, leases)
 				}
 			}
@@ -310,10 +323,10 @@ func TestLeaseWorkerStopsOnClose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			leaseAllowed(t, l, "k") // decided exactly
+			untilBusy(t, l, "k")    // decided exactly
 			leaseAllowed(t, l, "k") // a grant
-			if leased, _ := leaseUnits(l, "k"); leased < 1 || used(t, probe, "k") != 2+leased {
-				t.Fatalf("used %d after two requests with %d units leased, want %d", used(t, probe, "k"), leased, 2+leased)
+			if leased, _ := leaseUnits(l, "k"); leased < 1 || used(t, probe, "k") != leaseBusy+leased {
+				t.Fatalf("used %d after %d requests with %d units leased, want %d", used(t, probe, "k"), leaseBusy, leased, leaseBusy+leased)
 			}
 			if err := s.Close(closeCtx()); err != nil {
 				t.Fatal(err)
@@ -323,16 +336,16 @@ func TestLeaseWorkerStopsOnClose(t *testing.T) {
 			default:
 				t.Fatal("the lease worker still runs after Close")
 			}
-			if u := used(t, probe, "k"); u != 2 {
-				t.Errorf("used %d after Close, want 2: the lease given back", u)
+			if u := used(t, probe, "k"); u != leaseBusy {
+				t.Errorf("used %d after Close, want %d: the lease given back", u, leaseBusy)
 			}
 			// A closed store decides by its failure mode (FailLocal: the
 			// twin), and neither asks Redis nor takes a lease.
 			if r, err := l.Allow(context.Background(), "k", 1); err != nil || r.Decider != algorithms.DecidedLocally {
 				t.Fatalf("a request after Close: %+v, %v; want decided locally", r, err)
 			}
-			if u := used(t, probe, "k"); u != 2 {
-				t.Errorf("used %d after a request after Close, want 2: nothing asked of Redis", u)
+			if u := used(t, probe, "k"); u != leaseBusy {
+				t.Errorf("used %d after a request after Close, want %d: nothing asked of Redis", u, leaseBusy)
 			}
 		})
 	}
