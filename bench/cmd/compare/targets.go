@@ -195,13 +195,13 @@ func lowest(gs []int) int {
 func (s *session) writeTargets(recs []record) {
 	f := figuresOf(recs)
 	lo := lowest(s.cfg.gs)
-	rt, mt := redisTargets(f, lo, s.ref), memoryTargets(f, lo, s.ref)
-	if len(rt.rows)+len(mt.rows) == 0 {
+	rt, mt, lt := redisTargets(f, lo, s.ref), memoryTargets(f, lo, s.ref), clientLeasedTargets(f, s.cfg.gs)
+	if len(rt.rows)+len(mt.rows)+len(lt.rows) == 0 {
 		return
 	}
-	fmt.Fprintf(s.out, "**Targets**: redlimit against the floor and its peers, Redis-backed then in memory:\n\n")
+	fmt.Fprintf(s.out, "**Targets**: redlimit against the floor and its peers, Redis-backed then in memory, then the leased store against the exact one:\n\n")
 	first := true
-	for _, t := range []*table{rt, mt} {
+	for _, t := range []*table{rt, mt, lt} {
 		if len(t.rows) == 0 {
 			continue
 		}

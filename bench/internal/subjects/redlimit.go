@@ -19,15 +19,11 @@ import (
 // subject per algorithm, then the fixed window with the three headers
 // go-chi/httprate sends (ThreeHeaders).
 func RedlimitMemory() []Subject {
-	newStore := func() algorithms.Store {
-		st, _ := memstore.New() // no options: nothing to refuse
-		return st
-	}
 	out := make([]Subject, 0, len(algorithms.Algorithms)+1)
 	for _, alg := range algorithms.Algorithms {
-		out = append(out, RedlimitSubject(alg, newStore, ""))
+		out = append(out, RedlimitSubject(alg, memoryStore, ""))
 	}
-	return append(out, RedlimitSubject(algorithms.FixedWindow, newStore, ThreeHeaders, middleware.WithIETFHeaders(false)))
+	return append(out, RedlimitSubject(algorithms.FixedWindow, memoryStore, ThreeHeaders, middleware.WithIETFHeaders(false)))
 }
 
 // ThreeHeaders names the variant of redlimit's memory middleware without
@@ -59,12 +55,28 @@ var LeasedVariant = "leased " + LeaseTTL.String()
 // Redis exactly, as RedlimitRedis's row does.
 func RedlimitLeased() []Subject {
 	var out []Subject
+	for _, alg := range LeasedAlgorithms() {
+		out = append(out, RedlimitRedisSubject(alg, LeasedVariant, redisstore.WithLeases(LeaseTTL)))
+	}
+	return out
+}
+
+// LeasedAlgorithms are the algorithms that decide from leases under
+// WithLeases (with one limit): all but the sliding window log.
+func LeasedAlgorithms() []algorithms.Algorithm {
+	var out []algorithms.Algorithm
 	for _, alg := range algorithms.Algorithms {
 		if alg != algorithms.SlidingWindowLog {
-			out = append(out, RedlimitRedisSubject(alg, LeasedVariant, redisstore.WithLeases(LeaseTTL)))
+			out = append(out, alg)
 		}
 	}
 	return out
+}
+
+// memoryStore is the store of redlimit's memory subjects.
+func memoryStore() algorithms.Store {
+	st, _ := memstore.New() // no options: nothing to refuse
+	return st
 }
 
 // RedlimitRedisSubject is redlimit's middleware on the Redis store with

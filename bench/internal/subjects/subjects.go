@@ -110,6 +110,28 @@ func All() []Subject {
 	return out
 }
 
+// Tenants returns the subjects of the per-tenant section: the bare
+// handler; redlimit on the memory store, on the Redis store (exact) and on
+// a leased Redis store, for each of LeasedAlgorithms; and the Redis peers
+// the leased rows' targets are set against, go-redis/redis_rate and
+// ulule/limiter's Redis store.
+func Tenants() []Subject {
+	out := []Subject{Bare}
+	algs := LeasedAlgorithms()
+	for _, alg := range algs {
+		out = append(out, RedlimitSubject(alg, memoryStore, ""))
+	}
+	for _, p := range RedisPeers() {
+		if p.Name == RedisRateName || p.Name == UluleRedisName {
+			out = append(out, p)
+		}
+	}
+	for _, alg := range algs {
+		out = append(out, RedlimitRedisSubject(alg, ""))
+	}
+	return append(out, RedlimitLeased()...)
+}
+
 // newClient returns the go-redis client that every Redis subject uses: the
 // same pool size, no retries (a lost reply re-sent could count one request
 // twice), and commands bounded by their context's deadline, as redlimit's
