@@ -19,8 +19,8 @@ type runner struct {
 	redis redisServer
 	hz    int64 // clock ticks per second, for this process's CPU time
 	log   func(format string, args ...any)
-	// estimates holds the ns/op of a subject at a concurrency from the
-	// first round, so that later rounds run a fixed number of iterations of
+	// estimates holds the ns/op of a subject at a concurrency, on one
+	// traffic, from the first round, so that later rounds run a fixed number of iterations of
 	// about the benchmark time, without testing's ramp-up.
 	estimates map[string]float64
 }
@@ -62,7 +62,9 @@ func (r *runner) measureOne(ctx context.Context, s subjects.Subject, env subject
 	if s.Kind == subjects.Redis {
 		cpu = r.redis.CPUNanos
 	}
-	key := s.Name + "/" + strconv.Itoa(g) + "/" + strconv.Itoa(want)
+	// The same subject runs in several sections: its speed depends on
+	// the traffic (the keys and the wanted status) as much as on g.
+	key := s.Name + "/" + strconv.Itoa(g) + "/" + strconv.Itoa(want) + "/" + strconv.Itoa(len(addrs))
 	bt := r.cfg.benchtime.String()
 	if est, ok := r.estimates[key]; ok && est > 0 {
 		n := int(math.Round(float64(r.cfg.benchtime) / est))

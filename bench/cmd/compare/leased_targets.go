@@ -85,7 +85,8 @@ func clientLeasedTargets(f figures, gs []int) *table {
 // tenantsNote says what the per-tenant traffic is.
 func tenantsNote(keys int) string {
 	return fmt.Sprintf("Per-tenant traffic: the requests go round %d client IPs, which every middleware keys by, as it would by tenant; the limit is each key's, so none is refused (a refusal shows below as another status than 204). "+
-		"The leased rows use redisstore.WithLeases(%v); the sliding window log, which leases would not change, is left out.", keys, subjects.LeaseTTL)
+		"Each measurement starts after every key was served %d times. "+
+		"The leased rows use redisstore.WithLeases(%v); the sliding window log, which leases would not change, is left out.", keys, tenantWarmPasses, subjects.LeaseTTL)
 }
 
 // writeTenantTargets prints the per-tenant leased targets from the
