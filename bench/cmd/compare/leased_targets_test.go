@@ -19,6 +19,12 @@ func rps(name string, g int, v float64) record {
 	return rec(name, g, 1e9/v, v, math.NaN(), 8)
 }
 
+// spoilt is r with its counts over the rounds.
+func spoilt(r record, unexpected, standIns, served int64) record {
+	r.Unexpected, r.StandIns, r.Served = unexpected, standIns, served
+	return r
+}
+
 func TestTenantTargets(t *testing.T) {
 	peers := []record{rps(subjects.RedisRateName, 2, 10_000), rps(subjects.RedisRateName, 50, 20_000)}
 	fw := []record{
@@ -52,6 +58,19 @@ func TestTenantTargets(t *testing.T) {
 				{leasedFW, "20.00× ✓", "1.12× ✓", "1.50× ✓", "10.00×", "3 of 3"},
 				{leasedTB, "20.00× ✓", "–", "–", "–", "1 of 1"},
 			},
+		},
+		{
+			// Stand-ins decided 2% of the leased row's requests at g=50,
+			// and the memory row refused one at g=2: those targets are
+			// missed whatever their ratios; 1% of stand-ins is not.
+			name: "refusals and stand-ins",
+			recs: append(append(peers, rps(memoryFW, 50, 450_000), spoilt(rps(memoryFW, 2, 600_000), 1, 0, 1000), rps(redisFW, 50, 40_000)),
+				spoilt(rps(leasedFW, 2, 400_000), 0, 10, 1000), spoilt(rps(leasedFW, 50, 400_000), 0, 20, 1000)),
+			want: [][]string{{leasedFW,
+				"20.00× ✗ (" + leasedFW + ": 2% stand-ins)",
+				"1.12× ✗ (" + leasedFW + ": 2% stand-ins)",
+				"1.50× ✗ (" + memoryFW + ": 1 unexpected statuses)",
+				"10.00×", "0 of 3"}},
 		},
 		{
 			name: "no redis_rate",
@@ -89,6 +108,13 @@ func TestClientLeasedTargets(t *testing.T) {
 			name: "slower at one g",
 			recs: append(exact, rps(leasedFW, 2, 30_000), rps(leasedFW, 50, 79_000), rps(leasedFW, 256, 95_000)),
 			want: [][]string{{leasedFW, "1.50× ✓", "0.99× ✗", "1.06× ✓", "2 of 3"}},
+		},
+		{
+			// At g=256 the leased row refused 7 requests and stand-ins
+			// decided most of the rest: faster, but not by deciding.
+			name: "faster by stand-ins",
+			recs: append(exact, rps(leasedFW, 2, 30_000), rps(leasedFW, 50, 80_000), spoilt(rps(leasedFW, 256, 180_000), 7, 600, 1000)),
+			want: [][]string{{leasedFW, "1.50× ✓", "1.00× ✓", "2.00× ✗ (" + leasedFW + ": 7 unexpected statuses; " + leasedFW + ": 60% stand-ins)", "2 of 3"}},
 		},
 		{
 			name: "no exact row",
