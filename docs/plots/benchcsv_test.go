@@ -20,18 +20,19 @@ const goodBench = `# format: redlimit-bench-compare 1
 # cpus: 2
 # cpu: Some CPU
 # a plain comment
-section,middleware,kind,peer,g,ns_per_op,req_per_s,allocs_per_op,bytes_per_op,app_cpu_us_per_op,redis_cpu_us_per_decision,rounds,unexpected,stand_ins,cached_denials,served,later
-compare,bare handler (no limiter),none,false,2,126,7936508,4,208,0.2,,3,0,0,0,100,x
-compare,bare handler (no limiter),none,false,50,131,7633588,4,208,0.2,,3,0,0,0,100,x
-compare,"x/time/rate, keyed sync.Map",memory,true,2,226,4424779,4,208,0.5,,3,0,0,0,100,x
-compare,"x/time/rate, keyed sync.Map",memory,true,50,246,4065041,4,208,0.5,,3,0,0,0,100,x
-compare,"redlimit, memory, token_bucket",memory,false,50,1279,781861,10,1248,2.5,,3,0,0,0,100,x
-compare,"redlimit, memory, token_bucket",memory,false,2,1284,778816,10,1248,2.5,,3,0,0,0,100,x
-compare,go-redis/redis_rate v10,redis,true,2,49485,20208,37,1792,17.6,15.6,3,0,0,0,100,x
-compare,go-redis/redis_rate v10,redis,true,50,20921,47798,37,1792,17.6,15.6,3,0,0,0,100,x
-compare,"redlimit, redis, leaky_bucket",redis,false,2,66723,,40,2400,23.6,16.8,3,0,0,0,100,x
-compare,"redlimit, redis, leaky_bucket",redis,false,50,23356,42815,40,2400,23.6,16.8,3,0,242,0,100,x
-denied,"redlimit, redis, leaky_bucket",redis,false,50,3000,333333,14,900,4.6,,3,0,0,99,100,x
+section,middleware,kind,peer,g,ns_per_op,req_per_s,allocs_per_op,bytes_per_op,app_cpu_us_per_op,redis_cpu_us_per_decision,rounds,unexpected,stand_ins,cached_denials,served,redis_commands_per_decision,later
+compare,bare handler (no limiter),none,false,2,126,7936508,4,208,0.2,,3,0,0,0,100,,x
+compare,bare handler (no limiter),none,false,50,131,7633588,4,208,0.2,,3,0,0,0,100,,x
+compare,"x/time/rate, keyed sync.Map",memory,true,2,226,4424779,4,208,0.5,,3,0,0,0,100,,x
+compare,"x/time/rate, keyed sync.Map",memory,true,50,246,4065041,4,208,0.5,,3,0,0,0,100,,x
+compare,"redlimit, memory, token_bucket",memory,false,50,1279,781861,10,1248,2.5,,3,0,0,0,100,,x
+compare,"redlimit, memory, token_bucket",memory,false,2,1284,778816,10,1248,2.5,,3,0,0,0,100,,x
+compare,go-redis/redis_rate v10,redis,true,2,49485,20208,37,1792,17.6,15.6,3,0,0,0,100,0.125,x
+compare,go-redis/redis_rate v10,redis,true,50,20921,47798,37,1792,17.6,15.6,3,0,0,0,100,0.125,x
+compare,"redlimit, redis, leaky_bucket",redis,false,2,66723,,40,2400,23.6,16.8,3,0,0,0,100,0.125,x
+compare,"redlimit, redis, leaky_bucket",redis,false,50,23356,42815,40,2400,23.6,16.8,3,0,242,0,100,0.125,x
+denied,"redlimit, redis, leaky_bucket",redis,false,50,3000,333333,14,900,4.6,,3,0,0,99,100,0.125,x
+tenants,"redlimit, redis, leaky_bucket, leased 1s",redis,false,50,3000,333333,8,900,4.6,0.1,3,0,0,0,100,0.125,x
 `
 
 func writeTemp(t *testing.T, content string) string {
@@ -51,8 +52,8 @@ func TestReadBenchGoodFile(t *testing.T) {
 	if run.meta["started"] != "2026-11-23T11:02:24Z" || run.meta["cpu"] != "Some CPU" || run.meta["go"] != "1.26.8" {
 		t.Errorf("meta %v", run.meta)
 	}
-	if len(run.rows) != 11 {
-		t.Fatalf("%d rows, want 11", len(run.rows))
+	if len(run.rows) != 12 {
+		t.Fatalf("%d rows, want 12", len(run.rows))
 	}
 	x := run.rows[2]
 	if x.section != "compare" || x.middleware != "x/time/rate, keyed sync.Map" || x.kind != "memory" || !x.peer || x.g != 2 || x.reqPerSec != 4424779 {
@@ -65,7 +66,10 @@ func TestReadBenchGoodFile(t *testing.T) {
 		t.Errorf("row 10 read as %+v", r)
 	}
 	if r := run.rows[10]; r.section != "denied" {
-		t.Errorf("last row's section %q", r.section)
+		t.Errorf("row 11's section %q", r.section)
+	}
+	if r := run.rows[11]; r.section != "tenants" || r.middleware != "redlimit, redis, leaky_bucket, leased 1s" {
+		t.Errorf("last row read as %+v", r)
 	}
 }
 
@@ -162,7 +166,7 @@ func TestDrawThroughput(t *testing.T) {
 		t.Errorf("one panel drawn %v, two %v", small.Bounds(), img.Bounds())
 	}
 
-	run.rows = run.rows[len(run.rows)-1:] // only the denied row
+	run.rows = run.rows[len(run.rows)-2:] // only the denied and the per-tenant rows
 	if err := drawThroughput(run, filepath.Join(dir, "c.png")); err == nil || !strings.Contains(err.Error(), `no "compare" rows`) {
 		t.Errorf("a file without the compare section: err = %v", err)
 	}

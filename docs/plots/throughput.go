@@ -197,7 +197,8 @@ func seriesOf(rs []benchRow) (*plotter.Line, *plotter.Scatter, error) {
 var referenceColor = color.Gray{Y: 0xa0}
 
 // lineStyler gives the peers' lines peerStyles in turn, redlimit's
-// colours and dashes in turn, and any other row the reference style.
+// colours and dashes in turn (its leased rows with square points), and any
+// other row the reference style.
 type lineStyler struct{ peers, ours int }
 
 func (s *lineStyler) style(line *plotter.Line, points *plotter.Scatter, name string, peer bool) {
@@ -216,8 +217,16 @@ func (s *lineStyler) style(line *plotter.Line, points *plotter.Scatter, name str
 	line.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, nil, {vg.Points(2), vg.Points(2)}, nil,
 		{vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}}[s.ours%6]
 	points.Color = line.Color
+	if strings.Contains(name, leasedMark) {
+		// Square points, so that a leased row is told from the row whose
+		// colour and dashes it shares once they have gone round.
+		points.Shape = draw.BoxGlyph{}
+	}
 	s.ours++
 }
+
+// leasedMark is in the names of redlimit's rows on a leased Redis store.
+const leasedMark = ", leased"
 
 // legendLabel is a middleware's short name, starred when a stand-in made
 // some of its decisions.

@@ -19,8 +19,8 @@ type runner struct {
 	redis redisServer
 	hz    int64 // clock ticks per second, for this process's CPU time
 	log   func(format string, args ...any)
-	// estimates holds the ns/op of a subject at a concurrency from the
-	// first round, so that later rounds run a fixed number of iterations of
+	// estimates holds the ns/op of a subject at a concurrency, on one
+	// traffic, from the first round, so that later rounds run a fixed number of iterations of
 	// about the benchmark time, without testing's ramp-up.
 	estimates map[string]float64
 }
@@ -62,7 +62,9 @@ func (r *runner) measureOne(ctx context.Context, s subjects.Subject, env subject
 	if s.Kind == subjects.Redis {
 		cpu = r.redis.CPUNanos
 	}
-	key := s.Name + "/" + strconv.Itoa(g) + "/" + strconv.Itoa(want)
+	// The same subject runs in several sections: its speed depends on
+	// the traffic (the keys and the wanted status) as much as on g.
+	key := s.Name + "/" + strconv.Itoa(g) + "/" + strconv.Itoa(want) + "/" + strconv.Itoa(len(addrs))
 	bt := r.cfg.benchtime.String()
 	if est, ok := r.estimates[key]; ok && est > 0 {
 		n := int(math.Round(float64(r.cfg.benchtime) / est))
@@ -72,7 +74,7 @@ func (r *runner) measureOne(ctx context.Context, s subjects.Subject, env subject
 		return sample{}, err
 	}
 	standIns0, cached0 := counters(inst)
-	res, err := harness.Measure(inst.Handler, addrs, g, want, cpu, redisproc.SelfCPUTicks)
+	res, err := harness.Measure(inst.Handler, addrs, g, want, cpu, redisproc.SelfCPUTicks, inst.Commands)
 	if err != nil {
 		return sample{}, fmt.Errorf("measure %s at g=%d: %w", s.Name, g, err)
 	}
@@ -122,12 +124,12 @@ func (s series) flags() (unexpected, timed, standIns, cached, served int64) {
 	return unexpected, timed, standIns, cached, served
 }
 
-// compareTable measures every subject at every concurrency, count rounds
-// interleaved (each round measures all of them once), and returns the
-// table with its notes, and the medians at every concurrency as records of
-// the section.
-func (r *runner) compareTable(ctx context.Context, section string, subs []subjects.Subject, env subjects.Env, gs []int, passes, want int) (*table, []record, []string, error) {
-	addrs := harness.Addrs(r.cfg.clients)
+// compareTable measures every subject at every concurrency, each request
+// from the next of keys client addresses, count rounds interleaved (each
+// round measures all of them once), and returns the table with its notes,
+// and the medians at every concurrency as records of the section.
+func (r *runner) compareTable(ctx context.Context, section string, subs []subjects.Subject, env subjects.Env, keys int, gs []int, passes, want int) (*table, []record, []string, error) {
+	addrs := harness.Addrs(keys)
 	results := make([]series, len(subs))
 	for i := range results {
 		results[i] = series{}
@@ -164,7 +166,7 @@ func (r *runner) compareTable(ctx context.Context, section string, subs []subjec
 			t.header = append(t.header, fmt.Sprintf("g=%d req/s", g))
 		}
 	}
-	t.header = append(t.header, "allocs/op", "app CPU µs/op", "redis CPU µs/decision", fmt.Sprintf("g=%d req/s ÷ best peer", ref))
+	t.header = append(t.header, "allocs/op", "app CPU µs/op", "redis CPU µs/decision", "redis cmds/decision", fmt.Sprintf("g=%d req/s ÷ best peer", ref))
 	var notes []string
 	for i, s := range subs {
 		res := results[i]
@@ -178,6 +180,7 @@ func (r *runner) compareTable(ctx context.Context, section string, subs []subjec
 		row = append(row, thousands(res.medianOf(ref, func(x sample) float64 { return float64(x.AllocsPerOp) })))
 		row = append(row, decimal(res.medianOf(ref, func(x sample) float64 { return x.AppMicrosPerOp(r.hz) }), 1))
 		row = append(row, decimal(res.medianOf(ref, func(x sample) float64 { return x.RedisMicrosPerOp(nanosPerSecond) }), 1))
+		row = append(row, decimal(res.medianOf(ref, func(x sample) float64 { return x.RedisCommandsPerOp() }), 2))
 		rps := res.medianOf(ref, func(x sample) float64 { return x.ReqPerSec() })
 		row = append(row, ratio(rps, best[s.Kind]))
 		t.add(row...)
@@ -199,14 +202,15 @@ func (r *runner) records(section string, subs []subjects.Subject, results []seri
 			unexpected, _, standIns, cached, served := series{g: res[g]}.flags()
 			recs = append(recs, record{
 				Section: section, Middleware: s.Name, Kind: s.Kind.String(), Peer: s.Peer, G: g,
-				NsPerOp:     res.medianOf(g, func(x sample) float64 { return x.NsPerOp }),
-				ReqPerSec:   res.medianOf(g, func(x sample) float64 { return x.ReqPerSec() }),
-				AllocsPerOp: res.medianOf(g, func(x sample) float64 { return float64(x.AllocsPerOp) }),
-				BytesPerOp:  res.medianOf(g, func(x sample) float64 { return float64(x.BytesPerOp) }),
-				AppMicros:   res.medianOf(g, func(x sample) float64 { return x.AppMicrosPerOp(r.hz) }),
-				RedisMicros: res.medianOf(g, func(x sample) float64 { return x.RedisMicrosPerOp(nanosPerSecond) }),
-				Rounds:      len(res[g]),
-				Unexpected:  unexpected, StandIns: standIns, Cached: cached, Served: served,
+				NsPerOp:       res.medianOf(g, func(x sample) float64 { return x.NsPerOp }),
+				ReqPerSec:     res.medianOf(g, func(x sample) float64 { return x.ReqPerSec() }),
+				AllocsPerOp:   res.medianOf(g, func(x sample) float64 { return float64(x.AllocsPerOp) }),
+				BytesPerOp:    res.medianOf(g, func(x sample) float64 { return float64(x.BytesPerOp) }),
+				AppMicros:     res.medianOf(g, func(x sample) float64 { return x.AppMicrosPerOp(r.hz) }),
+				RedisMicros:   res.medianOf(g, func(x sample) float64 { return x.RedisMicrosPerOp(nanosPerSecond) }),
+				RedisCommands: res.medianOf(g, func(x sample) float64 { return x.RedisCommandsPerOp() }),
+				Rounds:        len(res[g]),
+				Unexpected:    unexpected, StandIns: standIns, Cached: cached, Served: served,
 			})
 		}
 	}
@@ -215,6 +219,6 @@ func (r *runner) records(section string, subs []subjects.Subject, results []seri
 
 // kindsNote explains the columns measured at the reference concurrency.
 func kindsNote(ref int) string {
-	return fmt.Sprintf("allocs/op, app CPU (this process: middleware, handler, recorder, Redis client) and redis CPU (the redis-server's threads' run time, from /proc/<pid>/task/*/schedstat) are at g=%d. "+
+	return fmt.Sprintf("allocs/op, app CPU (this process: middleware, handler, recorder, Redis client), redis CPU (the redis-server's threads' run time, from /proc/<pid>/task/*/schedstat) and redis cmds (the commands Redis answered the middleware's client, counted by a go-redis hook: a script call or each command of a pipeline is one) are at g=%d. "+
 		"The last column divides a row's g=%d req/s by the best peer's of the same kind: memory rows by the fastest in-memory peer, Redis rows by the fastest Redis-backed peer.", ref, ref)
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlimit/redlimit/bench/internal/subjects"
 )
 
 // The -csv file holds the measurements behind the benchmark tables, one
@@ -30,13 +32,18 @@ import (
 //     where /proc could not be read). ns_per_op and req_per_s are wall-time
 //     figures over all g goroutines: req_per_s = 1e9 / ns_per_op of each
 //     round, medians taken separately.
-//   - Sections written: "compare" (nearly all allowed, every g of -g) and
-//     "denied" (nearly all denied, the middle g only). The compare rows
-//     include the floor ("floor: one GET", kind redis, peer false: one
-//     Redis GET per request, nothing decided; not in denied), and redis CPU
-//     at every g. The targets table is not in the file: its figures are
-//     ratios of the compare rows. The sweep, memory and real-HTTP tables
-//     are not in the file either.
+//   - Sections written: "compare" (nearly all allowed, per-client traffic
+//     over -clients client IPs, every g of -g), "tenants" (per-tenant
+//     traffic: -tenants keys, each busy and below its limit, the lowest
+//     and the middle g) and "denied" (nearly all denied, per-client, the
+//     middle g only). A middleware's rows are told apart by section and g:
+//     the same middleware is in several sections. The compare rows include
+//     the floor ("floor: one GET", kind redis, peer false: one Redis GET
+//     per request, nothing decided; not in denied) and redlimit's leased
+//     rows (named with ", leased" and the ttl, kind redis; also in
+//     tenants), and redis CPU and commands at every g. The targets tables
+//     are not in the file: their figures are ratios of the rows. The sweep,
+//     memory and real-HTTP tables are not in the file either.
 //
 // Columns are only ever added at the end, and a change that breaks readers
 // changes the format number.
@@ -47,22 +54,23 @@ const (
 
 // csvHeader names the columns of the -csv file.
 var csvHeader = []string{
-	"section",                   // compare or denied
-	"middleware",                // the table row's label
-	"kind",                      // none (the bare handler), memory or redis
-	"peer",                      // true for another library, false for redlimit, the bare handler and the floor
-	"g",                         // concurrent goroutines
-	"ns_per_op",                 // wall time per request
-	"req_per_s",                 // requests a second
-	"allocs_per_op",             // heap allocations per request, whole process
-	"bytes_per_op",              // heap bytes per request, whole process
-	"app_cpu_us_per_op",         // this process's CPU time per request, µs
-	"redis_cpu_us_per_decision", // the redis-server's CPU time per request, µs
-	"rounds",                    // the rounds the medians are taken over
-	"unexpected",                // timed requests answered with another status than the section's (204, 429), all rounds
-	"stand_ins",                 // redlimit's decisions made by a stand-in rather than Redis, all requests served
-	"cached_denials",            // redlimit's denials repeated from its local denial cache, all requests served
-	"served",                    // all requests served, all rounds, testing's ramp-up runs included
+	"section",                     // compare or denied
+	"middleware",                  // the table row's label
+	"kind",                        // none (the bare handler), memory or redis
+	"peer",                        // true for another library, false for redlimit, the bare handler and the floor
+	"g",                           // concurrent goroutines
+	"ns_per_op",                   // wall time per request
+	"req_per_s",                   // requests a second
+	"allocs_per_op",               // heap allocations per request, whole process
+	"bytes_per_op",                // heap bytes per request, whole process
+	"app_cpu_us_per_op",           // this process's CPU time per request, µs
+	"redis_cpu_us_per_decision",   // the redis-server's CPU time per request, µs
+	"rounds",                      // the rounds the medians are taken over
+	"unexpected",                  // timed requests answered with another status than the section's (204, 429), all rounds
+	"stand_ins",                   // redlimit's decisions made by a stand-in rather than Redis, all requests served
+	"cached_denials",              // redlimit's denials repeated from its local denial cache, all requests served
+	"served",                      // all requests served, all rounds, testing's ramp-up runs included
+	"redis_commands_per_decision", // commands Redis answered the middleware per request (a script call, or each command of a pipeline, is one)
 }
 
 // record is one row of the -csv file. A NaN figure was not measured.
@@ -73,6 +81,7 @@ type record struct {
 	NsPerOp, ReqPerSec        float64
 	AllocsPerOp, BytesPerOp   float64
 	AppMicros, RedisMicros    float64
+	RedisCommands             float64
 	Rounds                    int
 	// Counts summed over the rounds, as in the tables' notes.
 	Unexpected, StandIns, Cached, Served int64
@@ -88,6 +97,7 @@ func (r record) fields() []string {
 		strconv.Itoa(r.Rounds),
 		strconv.FormatInt(r.Unexpected, 10), strconv.FormatInt(r.StandIns, 10),
 		strconv.FormatInt(r.Cached, 10), strconv.FormatInt(r.Served, 10),
+		csvNumber(r.RedisCommands, 3),
 	}
 }
 
@@ -197,6 +207,8 @@ func runMeta(cfg config, redisVersion string, hz int64, started time.Time) []met
 		meta{"clk_tck", strconv.FormatInt(hz, 10)},
 		meta{"limit", fmt.Sprintf("%d per %v", cfg.rate, cfg.period)},
 		meta{"clients", strconv.Itoa(cfg.clients)},
+		meta{"tenants", strconv.Itoa(cfg.tenants)},
+		meta{"lease_ttl", subjects.LeaseTTL.String()},
 		meta{"pool", strconv.Itoa(cfg.pool)},
 		meta{"benchtime", cfg.benchtime.String()},
 		meta{"count", strconv.Itoa(cfg.count)},

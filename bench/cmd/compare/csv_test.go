@@ -69,6 +69,7 @@ func readBack(t *testing.T, data []byte) (map[string]string, []record) {
 			AppMicros: num(row[9]), RedisMicros: num(row[10]), Rounds: whole(row[11]),
 			Unexpected: int64(whole(row[12])), StandIns: int64(whole(row[13])),
 			Cached: int64(whole(row[14])), Served: int64(whole(row[15])),
+			RedisCommands: num(row[16]),
 		})
 	}
 	return metas, recs
@@ -87,14 +88,14 @@ func TestCSVRoundTrip(t *testing.T) {
 	recs := []record{
 		{Section: "compare", Middleware: "bare handler (no limiter)", Kind: "none", G: 2,
 			NsPerOp: 126.04, ReqPerSec: 7933968.3, AllocsPerOp: 4, BytesPerOp: 1024,
-			AppMicros: 0.21, RedisMicros: math.NaN(), Rounds: 3},
+			AppMicros: 0.21, RedisMicros: math.NaN(), RedisCommands: math.NaN(), Rounds: 3},
 		{Section: "compare", Middleware: "redlimit, redis, token_bucket", Kind: "redis", G: 256,
 			NsPerOp: 22238.56, ReqPerSec: 44967.2, AllocsPerOp: 40.5, BytesPerOp: 3300,
-			AppMicros: 24.847, RedisMicros: 18.7, Rounds: 1,
+			AppMicros: 24.847, RedisMicros: 18.7, RedisCommands: 0.0123, Rounds: 1,
 			Unexpected: 3, StandIns: 242, Cached: 0, Served: 25399},
 		{Section: "denied", Middleware: `a "quoted", odd name`, Kind: "memory", Peer: true, G: 50,
 			NsPerOp: 881, ReqPerSec: 1134556, AllocsPerOp: 12, BytesPerOp: 0,
-			AppMicros: -1, RedisMicros: -1, Rounds: 2,
+			AppMicros: -1, RedisMicros: -1, RedisCommands: 1, Rounds: 2,
 			Cached: 1_000_000_000_000, Served: 1_000_000_000_001},
 	}
 	metas := []meta{{"go", "1.26.8"}, {"cpu", "Some CPU @ 2.00GHz"}, {"limit", "1000000 per 1m0s"}}
@@ -131,6 +132,7 @@ func TestCSVRoundTrip(t *testing.T) {
 			{"bytes_per_op", g.BytesPerOp, w.BytesPerOp, 0},
 			{"app_cpu_us_per_op", g.AppMicros, w.AppMicros, 2},
 			{"redis_cpu_us_per_decision", g.RedisMicros, w.RedisMicros, 2},
+			{"redis_commands_per_decision", g.RedisCommands, w.RedisCommands, 3},
 		} {
 			if !sameFigure(f.got, f.want, f.places) {
 				t.Errorf("row %d %s: read back %v, wrote %v", i, f.name, f.got, f.want)
@@ -216,7 +218,7 @@ func TestCheckCSVPath(t *testing.T) {
 }
 
 func TestRunMetaNamesTheRun(t *testing.T) {
-	cfg := config{rate: 1000, period: time.Minute, clients: 10, pool: 5, benchtime: 200 * time.Millisecond, count: 1}
+	cfg := config{rate: 1000, period: time.Minute, clients: 10, tenants: 3, pool: 5, benchtime: 200 * time.Millisecond, count: 1}
 	ms := runMeta(cfg, "7.0.15", 100, time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC))
 	got := map[string]string{}
 	for _, m := range ms {
@@ -225,6 +227,7 @@ func TestRunMetaNamesTheRun(t *testing.T) {
 	for k, want := range map[string]string{
 		"started": "2026-11-23T11:00:00Z", "redis": "7.0.15", "clk_tck": "100",
 		"limit": "1000 per 1m0s", "benchtime": "200ms", "count": "1", "clients": "10", "pool": "5",
+		"tenants": "3", "lease_ttl": "1s",
 	} {
 		if got[k] != want {
 			t.Errorf("%s = %q, want %q", k, got[k], want)

@@ -36,6 +36,7 @@ type config struct {
 	count        int
 	gs           []int
 	clients      int
+	tenants      int
 	rate         int
 	period       time.Duration
 	pool         int
@@ -51,7 +52,7 @@ type config struct {
 	csv          string
 }
 
-var allSections = []string{"compare", "denied", "sweep", "memory", "http", "allow"}
+var allSections = []string{"compare", "tenants", "denied", "sweep", "memory", "http", "allow"}
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
@@ -61,6 +62,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.count, "count", 3, "rounds of every measurement; tables show medians")
 	fs.StringVar(&gs, "g", "2,50,256", "concurrent goroutines; the middle one is the reference for req/s, allocs and Redis CPU")
 	fs.IntVar(&cfg.clients, "clients", 10_000, "client IPs the requests are spread over")
+	fs.IntVar(&cfg.tenants, "tenants", 100, "keys of the per-tenant section, each busy and below its limit (client IPs too: every middleware keys by client IP)")
 	fs.IntVar(&cfg.rate, "rate", 1_000_000, "limit per period of every middleware, high enough that nearly all requests pass")
 	fs.DurationVar(&cfg.period, "period", time.Minute, "the limit's period")
 	fs.IntVar(&cfg.pool, "pool", 50, "go-redis pool size of every Redis-backed middleware")
@@ -103,8 +105,8 @@ func parseFlags(args []string) (config, error) {
 	if err := checkCSVPath(cfg.csv); err != nil {
 		return cfg, err
 	}
-	if cfg.count < 1 || cfg.clients < 1 || cfg.rate < 1 || cfg.pool < 1 || cfg.benchtime <= 0 || cfg.period <= 0 {
-		return cfg, errors.New("-count, -clients, -rate, -pool, -benchtime and -period must be positive")
+	if cfg.count < 1 || cfg.clients < 1 || cfg.tenants < 1 || cfg.rate < 1 || cfg.pool < 1 || cfg.benchtime <= 0 || cfg.period <= 0 {
+		return cfg, errors.New("-count, -clients, -tenants, -rate, -pool, -benchtime and -period must be positive")
 	}
 	return cfg, nil
 }
@@ -158,13 +160,15 @@ func run(cfg config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "Go %s, GOMAXPROCS %d, %s/%s; redis-server %s on loopback (pid %d); CLK_TCK %d%s.\n",
 		strings.TrimPrefix(runtime.Version(), "go"), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, version, srv.PID(), hz, assumedNote(assumed))
-	fmt.Fprintf(out, "Limit %d per %v (the sliding window log: %d, its maximum), %d client IPs, go-redis pool %d, benchtime %v, count %d (medians).\n\n",
-		cfg.rate, cfg.period, min(cfg.rate, algorithms.MaxSlidingLogRate), cfg.clients, cfg.pool, cfg.benchtime, cfg.count)
+	fmt.Fprintf(out, "Limit %d per %v (the sliding window log: %d, its maximum), %d client IPs (per-tenant: %d keys), go-redis pool %d, benchtime %v, count %d (medians).\n",
+		cfg.rate, cfg.period, min(cfg.rate, algorithms.MaxSlidingLogRate), cfg.clients, cfg.tenants, cfg.pool, cfg.benchtime, cfg.count)
+	fmt.Fprintf(out, "Leased rows: redlimit's Redis store with redisstore.WithLeases(%v).\n\n", subjects.LeaseTTL)
 	sections := []struct {
 		name string
 		run  func(context.Context) error
 	}{
 		{"compare", s.compare},
+		{"tenants", s.tenants},
 		{"denied", s.denied},
 		{"sweep", s.sweep},
 		{"memory", s.memory},

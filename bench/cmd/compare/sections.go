@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -40,7 +41,8 @@ func (s *session) saveCSV(section string, rs []record) error {
 
 // compare is the "nearly all allowed" section, every subject at every g.
 func (s *session) compare(ctx context.Context) error {
-	t, rs, notes, err := s.compareTable(ctx, "compare", s.subs, s.env, s.cfg.gs, 1, 204)
+	subs := append(slices.Clone(s.subs), filter(s.cfg.only, subjects.RedlimitLeased())...)
+	t, rs, notes, err := s.compareTable(ctx, "compare", subs, s.env, s.cfg.clients, s.cfg.gs, 1, 204)
 	if err != nil {
 		return err
 	}
@@ -49,6 +51,33 @@ func (s *session) compare(ctx context.Context) error {
 	writeNotes(s.out, append([]string{kindsNote(s.ref)}, notes...))
 	s.writeTargets(rs)
 	return s.saveCSV("compare", rs)
+}
+
+// tenantWarmPasses is how many times the per-tenant section serves each
+// key before a measurement: 100, so that a busy key is measured as it
+// runs once busy (on the leased store: holding a lease), and the warm-up
+// serves as many requests (10,000) as the per-client sections' one pass
+// over 10,000 clients.
+const tenantWarmPasses = 100
+
+// tenants is the per-tenant section: -tenants keys, each busy and below
+// its limit, at the lowest and the reference g, for redlimit's leased
+// store beside its exact Redis store, its memory store and the Redis peers
+// of the leased targets.
+func (s *session) tenants(ctx context.Context) error {
+	gs := []int{lowest(s.cfg.gs)}
+	if s.ref != gs[0] {
+		gs = append(gs, s.ref)
+	}
+	t, rs, notes, err := s.compareTable(ctx, "tenants", filter(s.cfg.only, subjects.Tenants()), s.env, s.cfg.tenants, gs, tenantWarmPasses, 204)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "**Per-tenant keys** (%d keys, each busy and below its limit; Go benchmark, httptest recorder, direct ServeHTTP):\n\n", s.cfg.tenants)
+	t.write(s.out)
+	writeNotes(s.out, append([]string{kindsNote(s.ref), tenantsNote(s.cfg.tenants)}, notes...))
+	s.writeTenantTargets(rs, gs)
+	return s.saveCSV("tenants", rs)
 }
 
 // denied is the "nearly all denied" section, at the reference g, with
@@ -64,7 +93,7 @@ func (s *session) denied(ctx context.Context) error {
 	denied = append(denied, subjects.RedlimitRedisSubject(algorithms.SlidingWindowCounter, "denial cache off", redisstore.WithDenialCache(0)))
 	denv := s.env
 	denv.Rate, denv.Period = 1, time.Hour
-	t, rs, notes, err := s.compareTable(ctx, "denied", denied, denv, []int{s.ref}, 2, 429)
+	t, rs, notes, err := s.compareTable(ctx, "denied", denied, denv, s.cfg.clients, []int{s.ref}, 2, 429)
 	if err != nil {
 		return err
 	}

@@ -93,7 +93,7 @@ func (r *runner) sweepOne(ctx context.Context, s subjects.Subject, env subjects.
 				return nil, nil, "", err
 			}
 			before, _ := counters(inst)
-			res, err := harness.Measure(inst.Handler, all[:n], g, http.StatusNoContent, nil, nil)
+			res, err := harness.Measure(inst.Handler, all[:n], g, http.StatusNoContent, nil, nil, nil)
 			if err != nil {
 				return nil, nil, "", fmt.Errorf("measure %s with %d identities: %w", s.Name, n, err)
 			}

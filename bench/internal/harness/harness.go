@@ -69,6 +69,9 @@ type Result struct {
 	// middleware, the handler, the recorders, the Redis client), in its
 	// CPUReader's ticks; -1 when not read.
 	AppTicks int64
+	// RedisCommands is the number of commands Redis answered the
+	// middleware during the timed run; -1 when not counted.
+	RedisCommands int64
 	// Unexpected counts responses whose status was not the wanted one.
 	Unexpected int64
 	// Served counts every request served by the benchmark, the ramp-up
@@ -94,6 +97,15 @@ func (r Result) RedisMicrosPerOp(hz int64) float64 {
 // reader's ticks per second; negative when not measured.
 func (r Result) AppMicrosPerOp(hz int64) float64 {
 	return perOp(r.AppTicks, r.N, hz)
+}
+
+// RedisCommandsPerOp is the Redis commands per request; negative when not
+// counted.
+func (r Result) RedisCommandsPerOp() float64 {
+	if r.RedisCommands < 0 || r.N == 0 {
+		return -1
+	}
+	return float64(r.RedisCommands) / float64(r.N)
 }
 
 func perOp(ticks int64, n int, hz int64) float64 {
@@ -149,11 +161,13 @@ func contains(list []int, v int) bool {
 // place), and checks every response's status against want. The benchmark
 // time is testing's -test.benchtime (see SetBenchtime). cpu and app, where
 // not nil, are read before and after the timed run: the redis-server's CPU
-// time and this process's.
-func Measure(h http.Handler, addrs []string, g, want int, cpu, app CPUReader) (Result, error) {
+// time and this process's; so is commands, a count of the commands Redis
+// answered the middleware.
+func Measure(h http.Handler, addrs []string, g, want int, cpu, app CPUReader, commands func() int64) (Result, error) {
 	var (
 		lastTicks int64 = -1
 		appTicks  int64 = -1
+		cmds      int64 = -1
 		cpuErr    error
 		bad       atomic.Int64
 		served    int64
@@ -170,6 +184,10 @@ func Measure(h http.Handler, addrs []string, g, want int, cpu, app CPUReader) (R
 		served += n
 		var wg sync.WaitGroup
 		before, appBefore := read(cpu, &cpuErr), read(app, &cpuErr)
+		var cmdsBefore int64
+		if commands != nil {
+			cmdsBefore = commands()
+		}
 		b.ResetTimer()
 		for w := range g {
 			wg.Add(1)
@@ -205,6 +223,9 @@ func Measure(h http.Handler, addrs []string, g, want int, cpu, app CPUReader) (R
 		if app != nil {
 			appTicks = read(app, &cpuErr) - appBefore
 		}
+		if commands != nil {
+			cmds = commands() - cmdsBefore
+		}
 	})
 	if cpuErr != nil {
 		return Result{}, fmt.Errorf("read CPU time: %w", cpuErr)
@@ -213,14 +234,15 @@ func Measure(h http.Handler, addrs []string, g, want int, cpu, app CPUReader) (R
 		return Result{}, fmt.Errorf("the benchmark did not run (did it fail?)")
 	}
 	return Result{
-		N:           br.N,
-		NsPerOp:     float64(br.T.Nanoseconds()) / float64(br.N),
-		AllocsPerOp: br.AllocsPerOp(),
-		BytesPerOp:  br.AllocedBytesPerOp(),
-		RedisTicks:  lastTicks,
-		AppTicks:    appTicks,
-		Unexpected:  bad.Load(),
-		Served:      served,
+		N:             br.N,
+		NsPerOp:       float64(br.T.Nanoseconds()) / float64(br.N),
+		AllocsPerOp:   br.AllocsPerOp(),
+		BytesPerOp:    br.AllocedBytesPerOp(),
+		RedisTicks:    lastTicks,
+		AppTicks:      appTicks,
+		RedisCommands: cmds,
+		Unexpected:    bad.Load(),
+		Served:        served,
 	}, nil
 }
 

@@ -15,7 +15,8 @@ import (
 
 // TestFloor checks that the floor sends Redis one GET of the client's key
 // per request and nothing else, and passes every request whatever the key
-// holds; and that a Redis it cannot reach shows as 503s.
+// holds; that its client's command counter counts those GETs; and that a
+// Redis it cannot reach shows as 503s.
 func TestFloor(t *testing.T) {
 	srv, err := redisproc.Start()
 	if err != nil {
@@ -47,10 +48,7 @@ func TestFloor(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer inst.Close()
-			if err := admin.ConfigResetStat(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
-			for range requests {
+			serve := func() {
 				r := httptest.NewRequest(http.MethodGet, "/", nil)
 				r.RemoteAddr = tc.addr
 				ctx, cancel := context.WithTimeout(r.Context(), time.Second)
@@ -60,6 +58,17 @@ func TestFloor(t *testing.T) {
 				if rec.Code != tc.want {
 					t.Fatalf("status %d, want %d", rec.Code, tc.want)
 				}
+			}
+			serve() // opens the connection: its handshake counts as commands too
+			if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := inst.Commands()
+			for range requests {
+				serve()
+			}
+			if got := inst.Commands() - before; got != tc.gets*requests {
+				t.Errorf("the client counted %d commands for %d requests, want %d each", got, requests, tc.gets)
 			}
 			calls := commandCalls(t, admin)
 			if calls["get"] != tc.gets*requests {

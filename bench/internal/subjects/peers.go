@@ -62,7 +62,7 @@ const floorPrefix = "floor:"
 // usual reply), so that a Redis failure shows as unexpected statuses
 // rather than as speed.
 func buildFloor(env Env, next http.Handler) (*Instance, error) {
-	client := newClient(env)
+	client, cmds := newClient(env)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ip, err := clientIP(env, r)
 		if err != nil {
@@ -75,7 +75,7 @@ func buildFloor(env Env, next http.Handler) (*Instance, error) {
 		}
 		next.ServeHTTP(w, r)
 	})
-	return &Instance{Handler: h, Close: func() { _ = client.Close() }}, nil
+	return &Instance{Handler: h, Close: func() { _ = client.Close() }, Commands: cmds.count}, nil
 }
 
 // buildXRate is the usual memory baseline: one *rate.Limiter per client in
@@ -126,18 +126,18 @@ func buildHTTPRateMemory(env Env, next http.Handler) (*Instance, error) {
 // off, so that a Redis failure shows as an error status rather than as a
 // silent switch to memory.
 func buildHTTPRateRedis(env Env, next http.Handler) (*Instance, error) {
-	client := newClient(env)
+	client, cmds := newClient(env)
 	rl := httprate.NewRateLimiter(env.Rate, env.Period,
 		httprate.WithKeyFuncs(httprateKey(env)),
 		httprateredis.WithRedisLimitCounter(&httprateredis.Config{Client: client, FallbackDisabled: true}))
-	return &Instance{Handler: rl.Handler(next), Close: func() { _ = client.Close() }}, nil
+	return &Instance{Handler: rl.Handler(next), Close: func() { _ = client.Close() }, Commands: cmds.count}, nil
 }
 
 // buildRedisRate wraps redis_rate, which has no middleware of its own, in
 // one of the usual shape: key by client IP, X-RateLimit-Limit, -Remaining
 // and -Reset headers, 429 with Retry-After when denied, 503 on error.
 func buildRedisRate(env Env, next http.Handler) (*Instance, error) {
-	client := newClient(env)
+	client, cmds := newClient(env)
 	lim := redis_rate.NewLimiter(client)
 	limit := redis_rate.Limit{Rate: env.Rate, Burst: env.Rate, Period: env.Period}
 	limitText := strconv.Itoa(env.Rate)
@@ -163,7 +163,7 @@ func buildRedisRate(env Env, next http.Handler) (*Instance, error) {
 		}
 		next.ServeHTTP(w, r)
 	})
-	return &Instance{Handler: h, Close: func() { _ = client.Close() }}, nil
+	return &Instance{Handler: h, Close: func() { _ = client.Close() }, Commands: cmds.count}, nil
 }
 
 // ululeRate is ulule's fixed-window quota.
@@ -185,12 +185,12 @@ func buildUluleMemory(env Env, next http.Handler) (*Instance, error) {
 }
 
 func buildUluleRedis(env Env, next http.Handler) (*Instance, error) {
-	client := newClient(env)
+	client, cmds := newClient(env)
 	store, err := ululeredis.NewStore(client)
 	if err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("ulule/limiter redis store: %w", err)
 	}
 	lim := limiter.New(store, ululeRate(env), ululeOptions(env)...)
-	return &Instance{Handler: stdlib.NewMiddleware(lim).Handler(next), Close: func() { _ = client.Close() }}, nil
+	return &Instance{Handler: stdlib.NewMiddleware(lim).Handler(next), Close: func() { _ = client.Close() }, Commands: cmds.count}, nil
 }

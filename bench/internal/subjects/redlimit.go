@@ -19,15 +19,11 @@ import (
 // subject per algorithm, then the fixed window with the three headers
 // go-chi/httprate sends (ThreeHeaders).
 func RedlimitMemory() []Subject {
-	newStore := func() algorithms.Store {
-		st, _ := memstore.New() // no options: nothing to refuse
-		return st
-	}
 	out := make([]Subject, 0, len(algorithms.Algorithms)+1)
 	for _, alg := range algorithms.Algorithms {
-		out = append(out, RedlimitSubject(alg, newStore, ""))
+		out = append(out, RedlimitSubject(alg, memoryStore, ""))
 	}
-	return append(out, RedlimitSubject(algorithms.FixedWindow, newStore, ThreeHeaders, middleware.WithIETFHeaders(false)))
+	return append(out, RedlimitSubject(algorithms.FixedWindow, memoryStore, ThreeHeaders, middleware.WithIETFHeaders(false)))
 }
 
 // ThreeHeaders names the variant of redlimit's memory middleware without
@@ -45,6 +41,44 @@ func RedlimitRedis() []Subject {
 	return out
 }
 
+// LeaseTTL is the lease ttl of the leased subjects: a second, as in
+// docs/redis.md's "Leased quotas" example; a key asked for more than once
+// a second decides from leases.
+const LeaseTTL = time.Second
+
+// LeasedVariant names the leased subjects' variant, the ttl in it.
+var LeasedVariant = "leased " + LeaseTTL.String()
+
+// RedlimitLeased returns redlimit's middleware on a Redis store with
+// WithLeases(LeaseTTL), one subject per algorithm that decides from
+// leases: every one but the sliding window log, which would decide in
+// Redis exactly, as RedlimitRedis's row does.
+func RedlimitLeased() []Subject {
+	var out []Subject
+	for _, alg := range LeasedAlgorithms() {
+		out = append(out, RedlimitRedisSubject(alg, LeasedVariant, redisstore.WithLeases(LeaseTTL)))
+	}
+	return out
+}
+
+// LeasedAlgorithms are the algorithms that decide from leases under
+// WithLeases (with one limit): all but the sliding window log.
+func LeasedAlgorithms() []algorithms.Algorithm {
+	var out []algorithms.Algorithm
+	for _, alg := range algorithms.Algorithms {
+		if alg != algorithms.SlidingWindowLog {
+			out = append(out, alg)
+		}
+	}
+	return out
+}
+
+// memoryStore is the store of redlimit's memory subjects.
+func memoryStore() algorithms.Store {
+	st, _ := memstore.New() // no options: nothing to refuse
+	return st
+}
+
 // RedlimitRedisSubject is redlimit's middleware on the Redis store with
 // alg and the given store options; variant, if not empty, is added to the
 // row's name.
@@ -54,7 +88,7 @@ func RedlimitRedisSubject(alg algorithms.Algorithm, variant string, opts ...redi
 		name += ", " + variant
 	}
 	return Subject{Name: name, Kind: Redis, Build: func(env Env, next http.Handler) (*Instance, error) {
-		client := newClient(env)
+		client, cmds := newClient(env)
 		store, err := redisstore.New(client, opts...)
 		if err != nil {
 			_ = client.Close()
@@ -71,7 +105,7 @@ func RedlimitRedisSubject(alg algorithms.Algorithm, variant string, opts ...redi
 			closeAll()
 			return nil, err
 		}
-		inst.Close = closeAll
+		inst.Close, inst.Commands = closeAll, cmds.count
 		return inst, nil
 	}}
 }

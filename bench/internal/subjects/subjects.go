@@ -65,6 +65,9 @@ type Instance struct {
 	// Cached counts redlimit's denials repeated from its local denial
 	// cache without asking Redis; nil for the others.
 	Cached func() int64
+	// Commands counts the commands the subject's Redis client has sent
+	// (see commandCounter); nil for the memory subjects.
+	Commands func() int64
 }
 
 // Subject is one middleware under comparison.
@@ -107,13 +110,38 @@ func All() []Subject {
 	return out
 }
 
+// Tenants returns the subjects of the per-tenant section: the bare
+// handler; redlimit on the memory store, on the Redis store (exact) and on
+// a leased Redis store, for each of LeasedAlgorithms; and the Redis peers
+// the leased rows' targets are set against, go-redis/redis_rate and
+// ulule/limiter's Redis store.
+func Tenants() []Subject {
+	out := []Subject{Bare}
+	algs := LeasedAlgorithms()
+	for _, alg := range algs {
+		out = append(out, RedlimitSubject(alg, memoryStore, ""))
+	}
+	for _, p := range RedisPeers() {
+		if p.Name == RedisRateName || p.Name == UluleRedisName {
+			out = append(out, p)
+		}
+	}
+	for _, alg := range algs {
+		out = append(out, RedlimitRedisSubject(alg, ""))
+	}
+	return append(out, RedlimitLeased()...)
+}
+
 // newClient returns the go-redis client that every Redis subject uses: the
 // same pool size, no retries (a lost reply re-sent could count one request
 // twice), and commands bounded by their context's deadline, as redlimit's
 // README recommends (the peers pass contexts without deadlines, so it
-// changes nothing for them).
-func newClient(env Env) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: env.RedisAddr, PoolSize: env.PoolSize, MaxRetries: -1, ContextTimeoutEnabled: true})
+// changes nothing for them); and a hook that counts the commands it sends.
+func newClient(env Env) (*redis.Client, *commandCounter) {
+	c := redis.NewClient(&redis.Options{Addr: env.RedisAddr, PoolSize: env.PoolSize, MaxRetries: -1, ContextTimeoutEnabled: true})
+	counter := &commandCounter{}
+	c.AddHook(counter)
+	return c, counter
 }
 
 // clientIP returns the client's address as the peers' own middlewares here
