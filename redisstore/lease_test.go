@@ -66,7 +66,7 @@ func untilBusy(t *testing.T, l *leasedLimiter, key string) {
 func TestLeasesAtMostLimitPerKey(t *testing.T) {
 	addr := redistest.Standalone(t)
 	const limit, rounds, goroutines = 32, 4, 16 // 2 × 32 requests per key
-	keys := stepsOf(2000)                       // make test-scale: 2,000 keys
+	keys := stepsOf(1200)                       // make test-scale: 1,200 keys
 	for _, alg := range leaseAlgorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			const ttl = 30 * time.Second

@@ -76,13 +76,22 @@ func TestInstancesAcceptanceMatchesMemoryRandom(t *testing.T) {
 	mem := must(memstore.New())
 	c := redisClientNeverUsed()
 	defer c.Close()
+	stores := map[int]*Store{} // per n: one store's limiters, never used, hold nothing of Redis
+	defer func() {
+		for _, st := range stores {
+			_ = st.Close(closeCtx())
+		}
+	}()
 	for range 3000 {
 		alg, n := algorithms.Algorithms[rng.IntN(len(algorithms.Algorithms))], 1+rng.IntN(6)
 		limits := []algorithms.Limit{pick(), pick()}
 		_, memErr := algorithms.New(mem, alg, limits...)
-		st := must(New(c, WithInstances(n), WithEvictionAllowed())) // no wait for a policy nobody can read
+		st := stores[n]
+		if st == nil {
+			st = must(New(c, WithInstances(n), WithEvictionAllowed())) // no wait for a policy nobody can read
+			stores[n] = st
+		}
 		_, err := algorithms.New(st, alg, limits...)
-		_ = st.Close(closeCtx())
 		if (memErr == nil) != (err == nil) {
 			t.Fatalf("%s %v with %d instances: memory %v, Redis %v", alg, limits, n, memErr, err)
 		}
