@@ -3,6 +3,8 @@ package keyfunc
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/redlimit/redlimit/internal/keytext"
 )
 
 // MaxAPIKeyLen is the longest API key accepted, in bytes. Real keys are
@@ -53,9 +55,9 @@ func APIKey(header string, opts ...APIKeyOption) KeyFunc {
 		case cfg.known != nil && !cfg.known(values[0]):
 			return "", errAPIKeyUnknown
 		}
-		var buf [4 + 2*hashBytes]byte
+		var buf [4 + 2*keytext.HashBytes]byte
 		b := append(buf[:0], "key:"...)
-		return string(appendHash(b, values[0])), nil
+		return string(keytext.AppendHash(b, values[0])), nil
 	}
 }
 
@@ -95,6 +97,6 @@ func KnownAPIKey(known func(raw string) bool) APIKeyOption {
 // stored key's hash with it, for example to pick a tier, without keeping
 // the raw key around: APIKey's result for raw is "key:"+HashAPIKey(raw).
 func HashAPIKey(raw string) string {
-	var buf [2 * hashBytes]byte
-	return string(appendHash(buf[:0], raw))
+	var buf [2 * keytext.HashBytes]byte
+	return string(keytext.AppendHash(buf[:0], raw))
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+
+	"github.com/redlimit/redlimit/internal/keytext"
 )
 
 // parseRemoteAddr accepts "host:port" and, as tests and some servers set
@@ -156,7 +158,7 @@ func validNodePort(p string) bool {
 	}
 	p = p[1:]
 	if p[0] == '_' {
-		return allSafe(p[1:], isMethodByte) && len(p) > 1
+		return keytext.AllSafe(p[1:], isMethodByte) && len(p) > 1
 	}
 	if len(p) > 5 {
 		return false

@@ -1,6 +1,10 @@
 package keyfunc
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/redlimit/redlimit/internal/keytext"
+)
 
 // Bounds on the parts of a request that Route and Method key by.
 const (
@@ -25,13 +29,13 @@ const (
 // [Join] and [FirstOf] as it is.
 func Route(r *http.Request) (string, error) {
 	if r.Pattern != "" {
-		return namespaced("route:", r.Pattern, maxPatternLen, isPatternByte), nil
+		return keytext.Namespaced("route:", r.Pattern, maxPatternLen, isPatternByte), nil
 	}
 	path := "/"
 	if r.URL != nil && r.URL.Path != "" {
 		path = r.URL.Path
 	}
-	return namespaced("path:", path, maxPatternLen, isPatternByte), nil
+	return keytext.Namespaced("path:", path, maxPatternLen, isPatternByte), nil
 }
 
 // Method keys a request by its HTTP method: "method:GET". An empty method
@@ -56,5 +60,5 @@ func Method(r *http.Request) (string, error) {
 	case http.MethodOptions:
 		return "method:OPTIONS", nil
 	}
-	return namespaced("method:", r.Method, maxMethodLen, isMethodByte), nil
+	return keytext.Namespaced("method:", r.Method, maxMethodLen, isMethodByte), nil
 }

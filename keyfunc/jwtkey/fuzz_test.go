@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/redlimit/redlimit/internal/keytext"
 )
 
 // FuzzSubject feeds arbitrary bearer tokens to Subject and checks
@@ -40,7 +42,7 @@ func FuzzSubject(f *testing.F) {
 		if !ok {
 			t.Fatalf("token %q gave key %q but does not verify", token, key)
 		}
-		if want := namespaced("sub:", sub, MaxSubjectLen, isIdentByte); key != want {
+		if want := keytext.Namespaced("sub:", sub, MaxSubjectLen, isIdentByte); key != want {
 			t.Fatalf("key %q, want %q", key, want)
 		}
 	})

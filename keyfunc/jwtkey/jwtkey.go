@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/redlimit/redlimit/internal/errlist"
+	"github.com/redlimit/redlimit/internal/keytext"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -105,7 +106,7 @@ func NewIssuerSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (keyfunc.Ke
 
 // subjectKey is Subject's key of verified claims.
 func subjectKey(c *jwt.RegisteredClaims) (string, error) {
-	return namespaced("sub:", c.Subject, MaxSubjectLen, isIdentByte), nil
+	return keytext.Namespaced("sub:", c.Subject, MaxSubjectLen, isIdentByte), nil
 }
 
 // issuerSubjectKey is IssuerSubject's key of verified claims. Neither
@@ -114,10 +115,10 @@ func issuerSubjectKey(c *jwt.RegisteredClaims) (string, error) {
 	if c.Issuer == "" {
 		return "", fmt.Errorf("%w: no issuer", keyfunc.ErrInvalidToken)
 	}
-	if len(c.Issuer)+len(c.Subject) <= MaxSubjectLen && allSafe(c.Issuer, isIdentByte) && allSafe(c.Subject, isIdentByte) {
+	if len(c.Issuer)+len(c.Subject) <= MaxSubjectLen && keytext.AllSafe(c.Issuer, isIdentByte) && keytext.AllSafe(c.Subject, isIdentByte) {
 		return "iss:" + c.Issuer + ",sub:" + c.Subject, nil
 	}
-	return namespaced("isub:", c.Issuer+"\x00"+c.Subject, 0, isIdentByte), nil
+	return keytext.Namespaced("isub:", c.Issuer+"\x00"+c.Subject, 0, isIdentByte), nil
 }
 
 // newJWT builds the token key functions: name names it in errors, and key
