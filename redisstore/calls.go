@@ -25,6 +25,16 @@ type scriptCall struct {
 	id     uint64        // the call's id; 0 for none
 
 	charge bool // it sends an owed charge: no jobs, and its reply is not read
+	// keepOnce: a refund's call, which keeps its exactly-once key even in
+	// a slot in migration (see migrate.go).
+	keepOnce bool
+
+	// Room for the keys and arguments of a call of one job and up to
+	// three limits, and for a call alone's job and call list (callAlone).
+	keyBuf  [4]string
+	argBuf  [3]any
+	jobBuf  [1]*job
+	callBuf [1]*scriptCall
 }
 
 // callsOf groups jobs into script calls, in order of first appearance:
@@ -112,137 +122,6 @@ func oneCall(jobs []*job, same func(n int, j *job) bool) bool {
 	return true
 }
 
-// assemble lays out the call's keys and arguments: every job's keys in
-// turn, and its costs as one group of ARGV[1]; then, when withOnce says
-// so, the key and lifetime of the call's kept reply (see callIDs), in the
-// first job's slot. The keys are cut from one string. A limiter of one
-// limit sends its batch script (see scripts.Batch), without the limit's
-// arguments; proved to answer as the driver by
-// TestBatchScriptMatchesDriver.
-func (c *scriptCall) assemble(withOnce bool) {
-	l := c.l
-	if len(c.jobs) == 1 && len(c.jobs[0].costs) == 1 && l.scriptOne != nil {
-		if list := costList(c.jobs[0].costs); l.scriptFor(list) == l.scriptOne {
-			c.assembleOne(list, withOnce)
-			return
-		}
-	}
-	var idText [32]byte
-	var id []byte
-	c.id = 0
-	if withOnce {
-		c.id = l.guard.ids.id()
-		id = l.guard.ids.appendID(idText[:0], c.id)
-	}
-	size, groups := 0, 0
-	suffixes := 0
-	for _, suffix := range l.suffixes {
-		suffixes += len(suffix)
-	}
-	for _, j := range c.jobs {
-		size += len(l.suffixes)*(len(l.prefix)+len(hashTagSafe(j.key))) + suffixes
-		groups += 4 * len(j.costs)
-	}
-	if withOnce {
-		size += len(l.prefix) + len(hashTagSafe(c.jobs[0].key)) + len(onceInfix) + len(id)
-	}
-	var b, list strings.Builder
-	b.Grow(size)
-	list.Grow(groups)
-	for n, j := range c.jobs {
-		tag := hashTagSafe(j.key)
-		for _, suffix := range l.suffixes {
-			b.WriteString(l.prefix)
-			b.WriteString(tag)
-			b.WriteString(suffix)
-		}
-		if n > 0 {
-			list.WriteByte(',')
-		}
-		list.WriteString(costList(j.costs))
-	}
-	if withOnce {
-		b.WriteString(l.prefix)
-		b.WriteString(hashTagSafe(c.jobs[0].key))
-		b.WriteString(onceInfix)
-		b.Write(id)
-	}
-	c.keys = cutKeys(l, b.String(), c.jobs, withOnce)
-	if l.scriptBatch != nil {
-		// One limit, and a job's costs are plain: the limit is in the
-		// script, the costs its one argument before the reply's lifetime.
-		c.script = l.scriptBatch
-		c.args = append(make([]any, 0, 2), costArg(list.String()))
-	} else {
-		c.script = l.script
-		c.args = make([]any, 0, 2+len(l.limitArgs))
-		c.args = append(append(c.args, costArg(list.String())), l.limitArgs...)
-	}
-	if withOnce {
-		c.once.set(l.onceTTL)
-		c.args = append(c.args, &c.once)
-	}
-}
-
-// assembleOne lays out a call of the one-request script, whose limit is
-// in the script: the key's state and the cost; then, when withOnce says
-// so, the call's id when its record stays in the state, else the key and
-// lifetime of its kept reply (see recordsInState).
-func (c *scriptCall) assembleOne(list string, withOnce bool) {
-	l := c.l
-	c.script = l.scriptOne
-	c.args = append(make([]any, 0, 2), costArg(list))
-	c.id = 0
-	switch {
-	case !withOnce:
-		c.keys = make([]string, 1)
-		l.keysOf(c.jobs[0].key, c.keys, 0)
-	case recordsInState(l.alg):
-		c.keys = make([]string, 1)
-		l.keysOf(c.jobs[0].key, c.keys, 0)
-		c.id = l.guard.ids.id()
-		c.once.setRecord(l.guard.ids, c.id)
-		c.args = append(c.args, &c.once)
-	default: // the state's key, then the reply's
-		c.keys = make([]string, 2)
-		c.id = l.guard.ids.id()
-		l.keysOf(c.jobs[0].key, c.keys, c.id)
-		c.once.set(l.onceTTL)
-		c.args = append(c.args, &c.once)
-	}
-}
-
-// cutKeys cuts from text, as assemble wrote it, the keys of jobs and, when
-// once says so, the key of the call's reply.
-func cutKeys(l *redisLimiter, text string, jobs []*job, once bool) []string {
-	n := len(jobs) * len(l.suffixes)
-	if once {
-		n++
-	}
-	keys := make([]string, 0, n)
-	at := 0
-	for _, j := range jobs {
-		tag := len(l.prefix) + len(hashTagSafe(j.key))
-		for _, suffix := range l.suffixes {
-			keys = append(keys, text[at:at+tag+len(suffix)])
-			at += tag + len(suffix)
-		}
-	}
-	if once {
-		keys = append(keys, text[at:])
-	}
-	return keys
-}
-
-// scriptOf returns the call's script: the one assemble chose, or the
-// driver for a call it did not lay out (a charge).
-func (c *scriptCall) scriptOf() *redis.Script {
-	if c.script == nil {
-		c.script = c.l.script
-	}
-	return c.script
-}
-
 // read hands the call's reply, or its error, to its jobs, and returns the
 // error of a call Redis did not answer (nil when it answered, even with an
 // error for one key).
@@ -263,7 +142,7 @@ func (c *scriptCall) read() error {
 	}
 	if len(c.jobs) == 1 {
 		j := c.jobs[0]
-		j.results, j.err = c.l.parse(reply, len(j.costs), j.resultBuf[:])
+		j.results, j.err = c.l.parse(reply, j.requests(), j.resultBuf[:])
 		return nil
 	}
 	for _, j := range c.jobs {
@@ -273,7 +152,7 @@ func (c *scriptCall) read() error {
 			j.err = scriptError(c.l.alg, groupError(msg))
 			continue
 		}
-		j.results, j.err = c.l.parse(group, len(j.costs), j.resultBuf[:])
+		j.results, j.err = c.l.parse(group, j.requests(), j.resultBuf[:])
 	}
 	return nil
 }
@@ -292,7 +171,8 @@ func (groupError) RedisError() {}
 // those a Cluster slot in migration refused sent once more without the
 // exactly-once key (see migrate.go); it returns the error that says most
 // about Redis's health: nil when Redis answered every call, even with an
-// error reply. The calls carry no refunds, which must keep that key.
+// error reply. A refund's call (keepOnce) keeps that key, and is not sent
+// again.
 func runCalls(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) error {
 	calls = avoidMigrating(calls)
 	send(ctx, client, calls)

@@ -25,7 +25,7 @@ func (l *redisLimiter) Charge(ctx context.Context, key string, cost int) (algori
 	var id uint64
 	err = l.guard.call(ctx, func(ctx context.Context) error {
 		var err error
-		res, id, err = l.runInto(ctx, key, list, 1, true, nil)
+		res, id, err = l.run(ctx, key, list, true)
 		return err
 	})
 	if err != nil {

@@ -110,7 +110,7 @@ func (l *redisLimiter) probeAside(key string) {
 	g := l.guard
 	g.crew.spawn(func() {
 		sent := g.clock()
-		_, err := l.run(g.wheel.contextFor(g.callTimeout()), key, "p1", 1, false)
+		_, _, err := l.run(g.wheel.contextFor(g.callTimeout()), key, "p1", false)
 		g.heard(err, sent, true)
 	})
 }

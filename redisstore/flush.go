@@ -16,6 +16,7 @@ type job struct {
 	key     string
 	live    []*waiter // the waiters sent, in arrival order
 	costs   []int
+	list    string // the requests as the script's list, in the stead of costs (see listOf)
 	results []algorithms.Result
 	err     error
 	id      uint64    // the call's id, when it carried one
@@ -141,9 +142,7 @@ func (l *redisLimiter) prepare(j *job, key string, batch []*waiter, sent time.Ti
 // with an error reply.
 func run(ctx context.Context, jobs []*job, charges []chargeTaken) error {
 	if len(jobs) == 1 && len(charges) == 0 {
-		j := jobs[0]
-		j.results, j.id, j.err = j.l.decideWithID(ctx, j.key, j.costs, j.resultBuf[:])
-		return j.err
+		return jobs[0].l.callAlone(ctx, jobs[0], true)
 	}
 	var calls []*scriptCall
 	var parts []chargePart

@@ -25,7 +25,7 @@ func (l *redisLimiter) Peek(ctx context.Context, key string) (algorithms.Result,
 	var res []algorithms.Result
 	err := l.guard.call(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = l.run(ctx, key, "p1", 1, false)
+		res, _, err = l.run(ctx, key, "p1", false)
 		return err
 	})
 	if err != nil {

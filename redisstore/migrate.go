@@ -39,6 +39,10 @@ func (c *scriptCall) carriesOnce() bool {
 	return len(c.keys) > max(len(c.jobs), 1)*len(c.l.limits)
 }
 
+// movable reports whether c is sent without the exactly-once key while
+// its slot migrates: a call that carries it, and not a refund's.
+func (c *scriptCall) movable() bool { return c.carriesOnce() && !c.keepOnce }
+
 // withoutOnce returns c's work as calls without the exactly-once key, for
 // a slot in migration: c itself, stripped, when it has at most one job (a
 // charge has none), else a call per job.
@@ -66,7 +70,7 @@ func avoidMigrating(calls []*scriptCall) []*scriptCall {
 	var out []*scriptCall
 	for i, c := range calls {
 		g := c.l.guard
-		if !c.carriesOnce() || !g.moving.Holds(clusterslot.TagOf(c.keys[0]), g.clock) {
+		if !c.movable() || !g.moving.Holds(clusterslot.TagOf(c.keys[0]), g.clock) {
 			if out != nil {
 				out = append(out, c)
 			}
@@ -88,7 +92,7 @@ func avoidMigrating(calls []*scriptCall) []*scriptCall {
 // calls to send in their stead: none when Redis refused none.
 func refusedInMigration(calls []*scriptCall) (refused, again []*scriptCall) {
 	for _, c := range calls {
-		if c.cmd == nil || !c.carriesOnce() {
+		if c.cmd == nil || !c.movable() {
 			continue
 		}
 		g := c.l.guard

@@ -24,7 +24,7 @@ func (l *redisLimiter) Refund(ctx context.Context, key string, cost int, age tim
 	var res []algorithms.Result
 	err = l.guard.call(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = l.run(ctx, key, list, 1, true)
+		res, _, err = l.run(ctx, key, list, true)
 		return err
 	})
 	if err != nil {

@@ -44,7 +44,7 @@ func (l *redisLimiter) Reserve(ctx context.Context, key string, cost int, maxDel
 	var res []algorithms.Result
 	err := g.call(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = l.run(ctx, key, list, 1, true)
+		res, _, err = l.run(ctx, key, list, true)
 		return err
 	})
 	if err != nil {

@@ -42,7 +42,9 @@ func TestBatchEqualsOneByOne(t *testing.T) {
 			for i := range costs {
 				costs[i] = 1 + rng.IntN(4)
 			}
-			got, err := batched.(*redisLimiter).decide(ctx, "k", costs, nil)
+			j := &job{l: batched.(*redisLimiter), key: "k", costs: costs}
+			_ = j.l.callAlone(ctx, j, true)
+			got, err := j.results, j.err
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -148,11 +148,7 @@ func (s *Store) NewLimiter(alg algorithms.Algorithm, limits []algorithms.Limit) 
 	// onceTTL).
 	l.onceTTL = strconv.FormatInt(onceTTL(s.cfg.redis.timeout).Milliseconds(), 10)
 	l.once = resends(s.client)
-	l.calls.New = func() any {
-		c := &redisCall{keys: make([]string, len(limits)+1), one: make([]any, 0, 2), once: newOnceArg(l.onceTTL)}
-		c.args = append(append([]any(nil), args...), c.once)
-		return c
-	}
+	l.alone.New = func() any { return new(scriptCall) }
 	if ll := s.leased(l); ll != nil { // WithLeases (see lease_limiter.go)
 		return ll, nil
 	}
@@ -175,7 +171,7 @@ type redisLimiter struct {
 	prefix    string    // "<prefix>:{"
 	channel   string    // the store's announcements (denialsChannel)
 	suffixes  []string  // "}:<state name>", one per limit
-	calls     sync.Pool // *redisCall: keys, then costs and rate, period, burst, unit per limit
+	alone     sync.Pool // *scriptCall: a call alone's (callAlone), its buffers reused
 	// limitArgs are the script's arguments after the costs: rate, period,
 	// burst and unit per limit; onceTTL, after them in a deciding call, how long
 	// (ms) the call's reply is kept.
@@ -195,89 +191,35 @@ type redisLimiter struct {
 // Policies implements RateLimiter.
 func (l *redisLimiter) Policies() []algorithms.Policy { return ratemath.PoliciesOf(l.alg, l.limits) }
 
-// decide runs the script once for the requests of costs on key, in order,
-// and returns their Results, in dst if it has room. Redis errors are
-// returned wrapped.
-func (l *redisLimiter) decide(ctx context.Context, key string, costs []int, dst []algorithms.Result) ([]algorithms.Result, error) {
-	res, _, err := l.runInto(ctx, key, costList(costs), len(costs), true, dst)
-	return res, err
+// run sends the requests of list (the driver's mini-language: a peek
+// "p1", a reservation, a charge, a refund) on key in a call of its own,
+// and returns its Result and the call's id. A call that decides carries
+// an id, so that it counts once however often go-redis sends it; a peek
+// needs none.
+func (l *redisLimiter) run(ctx context.Context, key, list string, deciding bool) ([]algorithms.Result, uint64, error) {
+	j := &job{l: l, key: key, list: list}
+	l.callAlone(ctx, j, deciding)
+	return j.results, j.id, j.err
 }
 
-// decideWithID is decide, also returning the call's id (0 for none).
-func (l *redisLimiter) decideWithID(ctx context.Context, key string, costs []int, dst []algorithms.Result) ([]algorithms.Result, uint64, error) {
-	return l.runInto(ctx, key, costList(costs), len(costs), true, dst)
-}
-
-// run runs the script once with the list of costs list, n requests, on
-// key. A call that decides carries an id, so that it counts once however
-// often go-redis sends it; a peek needs none.
-func (l *redisLimiter) run(ctx context.Context, key, list string, n int, deciding bool) ([]algorithms.Result, error) {
-	res, _, err := l.runInto(ctx, key, list, n, deciding, nil)
-	return res, err
-}
-
-// runInto is run with the Results in dst if it has room, and the call's id.
-// In a migrating Cluster slot it sends no id, but in a refund (see
-// migrate.go).
-func (l *redisLimiter) runInto(ctx context.Context, key, list string, n int, deciding bool, dst []algorithms.Result) ([]algorithms.Result, uint64, error) {
-	call := l.calls.Get().(*redisCall)
-	defer l.calls.Put(call)
-	g := l.guard
-	script := l.scriptFor(list)
-	var id uint64
-	if script == l.scriptOne && recordsInState(l.alg) {
-		// The limit is in the script, and the record stays in the state:
-		// the cost, and the call's id.
-		keys, args := call.keys[:1], append(call.one[:0], costArg(list))
-		l.keysOf(key, keys, 0)
-		if deciding && l.once {
-			id = g.ids.id()
-			call.record.setRecord(g.ids, id)
-			args = append(args, &call.record)
-		}
-		return l.runScript(ctx, script, keys, args, n, id, dst)
-	}
-	keys, args := call.keys, call.args
-	refund := strings.HasPrefix(list, "r")
-	if deciding && l.once && (refund || !g.moving.Holds(hashTagSafe(key), g.clock)) {
-		id = g.ids.id()
-		l.keysOf(key, keys, id)
-		call.once.set(l.onceTTL)
-	} else {
-		keys, args = keys[:len(l.limits)], args[:len(args)-1]
-		l.keysOf(key, keys, 0)
-	}
-	args[0] = costArg(list)
-	if script == l.scriptOne {
-		// The limit is in the script: the cost, and the reply's lifetime.
-		one := append(call.one[:0], costArg(list))
-		if id != 0 {
-			one = append(one, call.once)
-		}
-		args = one
-	}
-	reply, err := script.Run(ctx, l.client, keys, args...).Text()
-	if err != nil && id != 0 && !refund && g.moving.Learn(hashTagSafe(key), err, g.clock()) {
-		// Not run: the key that kept it from running goes.
-		id = 0
-		reply, err = script.Run(ctx, l.client, keys[:len(l.limits)], args[:len(args)-1]...).Text()
-	}
-	if err != nil {
-		return nil, id, scriptError(l.alg, err)
-	}
-	res, err := l.parse(reply, n, dst)
-	return res, id, err
-}
-
-// runScript runs script with keys and args, the call of id, and parses its
-// reply for n requests into dst.
-func (l *redisLimiter) runScript(ctx context.Context, script *redis.Script, keys []string, args []any, n int, id uint64, dst []algorithms.Result) ([]algorithms.Result, uint64, error) {
-	reply, err := script.Run(ctx, l.client, keys, args...).Text()
-	if err != nil {
-		return nil, id, scriptError(l.alg, err)
-	}
-	res, err := l.parse(reply, n, dst)
-	return res, id, err
+// callAlone sends j in a script call of its own, laid out and sent as the
+// batches' calls are (assemble, runCalls: the lost script sent again, a
+// slot in migration handled once), and leaves its answers, id and error
+// in j. A refund keeps its exactly-once key (see migrate.go). It returns
+// runCalls's error: nil when Redis answered, even with an error reply.
+func (l *redisLimiter) callAlone(ctx context.Context, j *job, deciding bool) error {
+	c := l.alone.Get().(*scriptCall)
+	c.l, c.keepOnce = l, strings.HasPrefix(j.list, "r")
+	c.jobBuf[0] = j
+	c.jobs = c.jobBuf[:]
+	c.assemble(deciding && l.once)
+	c.tellJobs()
+	c.callBuf[0] = c
+	health := runCalls(ctx, l.client, c.callBuf[:])
+	// runCalls may have sent j in another call (withoutOnce), which read it.
+	c.clearForReuse()
+	l.alone.Put(c)
+	return health
 }
 
 // scriptFor returns the script for a call whose costs list is list: the
@@ -293,16 +235,4 @@ func (l *redisLimiter) scriptFor(list string) *redis.Script {
 		}
 	}
 	return l.scriptOne
-}
-
-// redisCall holds the slices of one script call, reused across calls: go-redis
-// copies them into its command before Run returns. Keys are the limits'
-// then the call's reply's; args the costs, three per limit, then the
-// reply's TTL in milliseconds.
-type redisCall struct {
-	keys   []string
-	args   []any
-	one    []any    // the arguments of the one-request script
-	once   *onceArg // the last of args
-	record onceArg  // a one-request call's id (see recordsInState)
 }

@@ -48,6 +48,9 @@ func TagOf(key string) string {
 // end on the owner) and TRYAGAIN (the importing node misses one of
 // several keys). Redis ran nothing.
 func Refused(err error) bool {
+	if err == nil {
+		return false // and no redis.Error to allocate for errors.As
+	}
 	var reply redis.Error
 	if !errors.As(err, &reply) {
 		return false
