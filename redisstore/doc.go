@@ -8,9 +8,14 @@
 //
 // A request walks decide.go (the breaker, the deadline, the failure mode),
 // batcher.go and flush.go (same-key requests wait for one call; a flush
-// sends the ready keys in one pipeline), calls.go and args.go (a call's
-// keys, arguments and reply), once.go (a call counted once however often
-// go-redis sends it) and migrate.go (Cluster slots on the move). Each
+// sends the ready keys in one pipeline; a key alone is a call of its
+// own), call_layout.go (where every rate-limit call's script, keys and
+// arguments are laid out), calls.go and send.go (where calls leave for
+// Redis, the lost script sent again), args.go (a reply read), once.go (a
+// call counted once however often go-redis sends it) and migrate.go
+// (Cluster slots on the move). Peek, Reset, Reserve, Charge, Refund,
+// concurrency leases and lease grants meet the breaker, the deadline and
+// the observer in single_call.go. Each
 // mechanism states its invariant and capacity in its doc comment and
 // names the test that proves it: deadline.go, dial_watch.go and
 // dial_hook.go (refused dials), breaker_log.go, denials.go and
