@@ -119,7 +119,8 @@ func overBoundKeys(admitted []atomic.Int32, bound int32) (over int, most int32) 
 // buckets' refill less than a token meanwhile).
 func TestLeasesReachLimit(t *testing.T) {
 	addr := redistest.Standalone(t)
-	const keys, limit, n = 300, 64, 3
+	const limit, n = 64, 3
+	keys := stepsOf(600) // make test-scale: 600 keys
 	q := leaseMost(limit)
 	for _, alg := range leaseAlgorithms {
 		t.Run(string(alg), func(t *testing.T) {
