@@ -1,11 +1,9 @@
 package redistest
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +11,7 @@ import (
 )
 
 const (
-	// clusterNodes is the size of the test cluster: three masters is the
+	// clusterNodes is the size of the test cluster: three masters, the
 	// smallest cluster redis-cli agrees to create, and enough for keys of a
 	// test to land on different nodes.
 	clusterNodes = 3
@@ -22,10 +20,6 @@ const (
 	// so ports must stay below 55536.
 	clusterPortMin = 30000
 	clusterPortMax = 54999
-	// createTimeout bounds redis-cli --cluster create, which waits itself
-	// for the nodes to agree on the configuration. It takes 2-3 s on an
-	// idle machine, but over 10 s has been seen on a loaded one.
-	createTimeout = 60 * time.Second
 	// clusterReadyTimeout bounds the wait for every node to report the
 	// cluster healthy after creation.
 	clusterReadyTimeout = 30 * time.Second
@@ -36,8 +30,8 @@ const (
 // node reports cluster_state:ok with all 16384 slots assigned and knows all
 // three nodes, so a cluster client can be pointed at any address and used at
 // once. The nodes are stopped when the
-// test ends; Stop(t, addr) stops one early. It needs redis-server and
-// redis-cli, which create the cluster, and skips or fails as Require does.
+// test ends; Stop(t, addr) stops one early. It needs redis-server, and
+// skips or fails as Require does.
 func Cluster(t testing.TB) []string {
 	t.Helper()
 	nodes := StartCluster(t)
@@ -60,7 +54,7 @@ func StartCluster(t testing.TB) []*Server {
 // cluster.
 func startCluster(t testing.TB, masters, replicas int, extra []string) []*Server {
 	t.Helper()
-	requireBinaries(t, "redis-server", "redis-cli")
+	requireBinaries(t, "redis-server")
 
 	began := time.Now()
 	n := masters * (1 + replicas)
@@ -77,21 +71,16 @@ func startCluster(t testing.TB, masters, replicas int, extra []string) []*Server
 	}
 
 	started := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
-	defer cancel()
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("redistest: redis-cli --cluster create failed: %v\n%s%s", err, out, nodeLogs(nodes))
+	if err := createCluster(addrs, masters); err != nil {
+		t.Fatalf("redistest: creating the cluster: %v%s", err, nodeLogs(nodes))
 	}
 
 	created := time.Now()
 	if err := waitClusterReady(addrs, masters); err != nil {
-		t.Fatalf("redistest: cluster not ready: %v\nredis-cli output:\n%s%s", err, out, nodeLogs(nodes))
+		t.Fatalf("redistest: cluster not ready: %v%s", err, nodeLogs(nodes))
 	}
 	// The phases' times show where a slow start went, on a loaded machine.
-	t.Logf("redistest: cluster %v ready in %v (nodes up %v, redis-cli %v, settling %v)",
+	t.Logf("redistest: cluster %v ready in %v (nodes up %v, commands %v, settling %v)",
 		addrs, time.Since(began).Round(time.Millisecond), started.Sub(began).Round(time.Millisecond),
 		created.Sub(started).Round(time.Millisecond), time.Since(created).Round(time.Millisecond))
 	return nodes
@@ -99,8 +88,8 @@ func startCluster(t testing.TB, masters, replicas int, extra []string) []*Server
 
 // waitClusterReady polls CLUSTER INFO on every node until all of them see a
 // healthy cluster of all the nodes, or clusterReadyTimeout passes. Checking
-// each node matters: redis-cli returns once the configuration has spread,
-// but a node can still report cluster_state:fail for a moment after.
+// each node matters: the configuration spreads by gossip, and a node can
+// still report cluster_state:fail for a moment after.
 func waitClusterReady(addrs []string, masters int) error {
 	deadline := time.Now().Add(clusterReadyTimeout)
 	want := map[string]string{

@@ -20,8 +20,8 @@ type ClusterSet struct {
 
 // StartClusterWithReplicas starts three masters and three replicas, with a
 // node timeout of one second so that a failover takes seconds, and returns
-// once every node sees a healthy cluster. It needs redis-server and
-// redis-cli, and skips or fails as Require does.
+// once every node sees a healthy cluster. It needs redis-server, and
+// skips or fails as Require does.
 func StartClusterWithReplicas(t testing.TB) *ClusterSet {
 	t.Helper()
 	nodes := startCluster(t, clusterNodes, 1, []string{

@@ -155,7 +155,7 @@ func TestCleanupStopsServerAndRemovesDir(t *testing.T) {
 }
 
 // The cluster tests run in parallel with each other because most of their
-// time is spent waiting for redis-cli to see the nodes join.
+// time is spent waiting for the nodes to agree on the cluster.
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	addrs := Cluster(t)
