@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -92,6 +93,9 @@ func parseFlags(args []string) (config, error) {
 	cfg.sections = map[string]bool{}
 	for s := range strings.SplitSeq(sections, ",") {
 		if s = strings.TrimSpace(s); s != "" {
+			if !slices.Contains(allSections, s) {
+				return cfg, fmt.Errorf("-sections: no section %q (the sections: %s)", s, strings.Join(allSections, ","))
+			}
 			cfg.sections[s] = true
 		}
 	}
