@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,42 +55,45 @@ func (w *winSim) afterEdge(frac float64, f func()) func(stop <-chan struct{}) {
 func TestLeasesHolderKilled(t *testing.T) {
 	addr := redistest.Standalone(t)
 	const L = leaseSimQuota
+	var wg sync.WaitGroup // every size at once, as in TestLeasesAcrossWindows
+	defer wg.Wait()
 	for _, size := range leaseSimSizes() {
-		t.Run(fmt.Sprintf("N=%d", size.n), func(t *testing.T) {
-			t.Parallel()
-			dead, q := size.n-1, leaseMost(L)
-			w := newWinSim(t, winDirect(addr), fmt.Sprintf("kill-%d", size.n), size, algorithms.FixedWindow, dead, "k")
-			var killed int64
-			kill := w.afterEdge(0.1, func() {
-				killed = time.Now().UnixMicro()
-				w.dead[dead].Store(true)
-				_ = w.clients[dead].Close()
-			})
-			n := float64(size.n - 1)
-			w.run((winWindows+1)*winPeriod+winPeriod/5, []winTraffic{func(int) (float64, int) { return 2 * L / n, (L + 4*size.n - 1) / (4 * size.n) }}, kill)
-			if killed == 0 {
-				t.Fatal("the holder was never killed")
-			}
-			w.checkLimit(0)
-			short, after := -1, 0
-			for k, win := range w.windows(0) {
-				got := len(win.admitted) + win.straddling
-				switch {
-				case win.end <= killed:
-				case win.start <= killed:
-					t.Logf("window %d, the kill's: %d admitted, %d short of L", k, got, L-got)
-				case win.end < time.Now().UnixMicro():
-					after++
-					short = max(short, L-got)
-					if got < L-size.n*q {
-						t.Errorf("window %d after the kill: %d admitted, want at least L − N × q = %d", k, got, L-size.n*q)
+		wg.Go(func() {
+			t.Run(fmt.Sprintf("N=%d", size.n), func(t *testing.T) {
+				dead, q := size.n-1, leaseMost(L)
+				w := newWinSim(t, winDirect(addr), fmt.Sprintf("kill-%d", size.n), size, algorithms.FixedWindow, dead, "k")
+				var killed int64
+				kill := w.afterEdge(0.1, func() {
+					killed = time.Now().UnixMicro()
+					w.dead[dead].Store(true)
+					_ = w.clients[dead].Close()
+				})
+				n := float64(size.n - 1)
+				w.run((winWindows+1)*winPeriod+winPeriod/5, []winTraffic{func(int) (float64, int) { return 2 * L / n, (L + 4*size.n - 1) / (4 * size.n) }}, kill)
+				if killed == 0 {
+					t.Fatal("the holder was never killed")
+				}
+				w.checkLimit(0)
+				short, after := -1, 0
+				for k, win := range w.windows(0) {
+					got := len(win.admitted) + win.straddling
+					switch {
+					case win.end <= killed:
+					case win.start <= killed:
+						t.Logf("window %d, the kill's: %d admitted, %d short of L", k, got, L-got)
+					case win.end < time.Now().UnixMicro():
+						after++
+						short = max(short, L-got)
+						if got < L-size.n*q {
+							t.Errorf("window %d after the kill: %d admitted, want at least L − N × q = %d", k, got, L-size.n*q)
+						}
 					}
 				}
-			}
-			if after == 0 {
-				t.Error("no whole window after the kill")
-			}
-			t.Logf("%d windows after the kill: at most %d short of L (N × q = %d)", after, short, size.n*q)
+				if after == 0 {
+					t.Error("no whole window after the kill")
+				}
+				t.Logf("%d windows after the kill: at most %d short of L (N × q = %d)", after, short, size.n*q)
+			})
 		})
 	}
 }
@@ -117,27 +121,30 @@ func TestLeasesHolderKilled(t *testing.T) {
 func TestLeasesPartitionedInstance(t *testing.T) {
 	addr := redistest.Standalone(t)
 	const L = leaseSimQuota
+	var wg sync.WaitGroup // every size at once, as in TestLeasesAcrossWindows
+	defer wg.Wait()
 	for _, size := range leaseSimSizes() {
-		t.Run(fmt.Sprintf("N=%d", size.n), func(t *testing.T) {
-			t.Parallel()
-			iso, proxy := size.n-1, newCutProxy(t, addr)
-			dial := func(inst int) (*redis.Options, []Option) {
-				if inst != iso {
-					return &redis.Options{Addr: addr}, nil
+		wg.Go(func() {
+			t.Run(fmt.Sprintf("N=%d", size.n), func(t *testing.T) {
+				iso, proxy := size.n-1, newCutProxy(t, addr)
+				dial := func(inst int) (*redis.Options, []Option) {
+					if inst != iso {
+						return &redis.Options{Addr: addr}, nil
+					}
+					return &redis.Options{Addr: proxy.addr, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond},
+						[]Option{WithTimeout(100 * time.Millisecond)}
 				}
-				return &redis.Options{Addr: proxy.addr, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond},
-					[]Option{WithTimeout(100 * time.Millisecond)}
-			}
-			w := newWinSim(t, dial, fmt.Sprintf("part-%d", size.n), size, algorithms.FixedWindow, iso, "k")
-			var cut int64
-			n := float64(size.n)
-			w.run(winWindows*winPeriod+winPeriod*5/4, []winTraffic{func(int) (float64, int) { return 2 * L / n, L / (2 * size.n) }},
-				w.afterEdge(0.25, func() { cut = time.Now().UnixMicro(); proxy.cut.Store(true) }))
-			if cut == 0 {
-				t.Fatal("the partition never began")
-			}
-			w.checkPartition(cut, L/size.n)
-			w.checkPartitionCharged(proxy)
+				w := newWinSim(t, dial, fmt.Sprintf("part-%d", size.n), size, algorithms.FixedWindow, iso, "k")
+				var cut int64
+				n := float64(size.n)
+				w.run(winWindows*winPeriod+winPeriod*5/4, []winTraffic{func(int) (float64, int) { return 2 * L / n, L / (2 * size.n) }},
+					w.afterEdge(0.25, func() { cut = time.Now().UnixMicro(); proxy.cut.Store(true) }))
+				if cut == 0 {
+					t.Fatal("the partition never began")
+				}
+				w.checkPartition(cut, L/size.n)
+				w.checkPartitionCharged(proxy)
+			})
 		})
 	}
 }
