@@ -37,10 +37,11 @@ func winLimit() algorithms.Limit { return algorithms.Limit{Rate: leaseSimQuota, 
 // winRec is one request: when it was sent (b) and answered (a), µs of
 // Unix time, by which instance, and whether it was admitted.
 type winRec struct {
-	b, a  int64
-	inst  int
-	ok    bool
-	local bool // decided by the fault path
+	b, a   int64
+	inst   int
+	ok     bool
+	local  bool // decided by the fault path
+	cached bool // a denial repeated from the denial cache
 }
 
 // winBell rings the bursts of one key: every goroutine waiting on it
@@ -106,7 +107,7 @@ func newWinSim(t *testing.T, dial winDial, prefix string, size leaseSimSize, alg
 		c := redis.NewClient(ro)
 		t.Cleanup(func() { _ = c.Close() })
 		l, s := leasedOn(t, c, alg, winLimit(), winTTL, append([]Option{WithPrefix(prefix), WithEvictionAllowed(),
-			WithInstances(size.n), WithTimeout(10 * time.Second), WithDenialCache(0)}, opts...)...)
+			WithInstances(size.n), WithTimeout(10 * time.Second)}, opts...)...)
 		sim.stores, sim.ls, w.clients = append(sim.stores, s), append(sim.ls, l), append(w.clients, c)
 		if inst == 0 {
 			// Redis itself, for the poller: the first instance's address
@@ -140,7 +141,8 @@ func (w *winSim) ask(inst, i int) {
 		w.t.Errorf("%s: decided by %s, want Redis or a lease", w.keys[i], res.Decider)
 	}
 	w.mu[i].Lock()
-	w.recs[i] = append(w.recs[i], winRec{b: b, a: a, inst: inst, ok: res.Allowed, local: local})
+	w.recs[i] = append(w.recs[i], winRec{b: b, a: a, inst: inst, ok: res.Allowed, local: local,
+		cached: res.Decider == algorithms.DecidedByCache})
 	w.mu[i].Unlock()
 }
 
