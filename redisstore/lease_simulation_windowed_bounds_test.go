@@ -65,9 +65,8 @@ import (
 func TestLeasesAcrossWindows(t *testing.T) {
 	addr := redistest.Standalone(t)
 	const L = leaseSimQuota
-	// Every size and algorithm at once, whatever -parallel says: a run
+	// Every algorithm of a size at once, whatever -parallel says: a run
 	// is mostly waiting, and its bounds do not depend on scheduling.
-	var wg sync.WaitGroup
 	for _, size := range leaseSimSizes() {
 		n := float64(size.n)
 		traffic := []winTraffic{
@@ -80,6 +79,7 @@ func TestLeasesAcrossWindows(t *testing.T) {
 				return L / (2 * n), 2
 			},
 		}
+		var wg sync.WaitGroup
 		for _, alg := range leaseAlgorithms {
 			wg.Go(func() {
 				t.Run(fmt.Sprintf("N=%d/%s", size.n, alg), func(t *testing.T) {
@@ -92,8 +92,8 @@ func TestLeasesAcrossWindows(t *testing.T) {
 				})
 			})
 		}
+		wg.Wait()
 	}
-	wg.Wait()
 }
 
 // checkLimit asserts promise 1 on key i and logs its under-admission.
