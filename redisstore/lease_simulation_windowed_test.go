@@ -249,31 +249,44 @@ func (w *winSim) nextEdge(i int, after int64) int64 {
 	return w.began + ((after-w.began)/period+1)*period
 }
 
-// poll reads every key's state and lease holders every winPoll until stop.
+// poll reads every key's state and lease holders every winPoll until
+// stop, all in one round trip.
 func (w *winSim) poll(stop <-chan struct{}) {
 	ctx := context.Background()
+	gets, counts := make([]*redis.StringCmd, len(w.keys)), make([]*redis.IntCmd, len(w.keys))
 	for {
 		select {
 		case <-stop:
 			return
 		case <-time.After(winPoll):
 		}
-		for i, key := range w.keys {
-			lk := w.ls[0].leaseKeys(key)
-			v, _ := w.admin.Get(ctx, lk[0]).Result()
-			n, _ := w.admin.ZCount(ctx, lk[2], strconv.FormatInt(time.Now().UnixMicro(), 10), "+inf").Result()
-			v, _, _ = strings.Cut(v, "|")
-			f := strings.Split(v, ":")
-			w.mu[i].Lock()
-			w.holders[i] = max(w.holders[i], n)
-			if len(f) >= 2 && (w.alg == algorithms.FixedWindow || w.alg == algorithms.SlidingWindowCounter) {
-				e, err1 := strconv.ParseInt(f[0], 10, 64)
-				c, err2 := strconv.Atoi(f[1])
-				if err1 == nil && err2 == nil {
-					w.edges[i][e] = c
-				}
+		now := strconv.FormatInt(time.Now().UnixMicro(), 10)
+		_, _ = w.admin.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, key := range w.keys {
+				lk := w.ls[0].leaseKeys(key)
+				gets[i], counts[i] = p.Get(ctx, lk[0]), p.ZCount(ctx, lk[2], now, "+inf")
 			}
-			w.mu[i].Unlock()
+			return nil
+		})
+		for i := range w.keys {
+			w.note(i, gets[i].Val(), counts[i].Val())
+		}
+	}
+}
+
+// note keeps what the poller read of key i: its state v and its live
+// lease holders n.
+func (w *winSim) note(i int, v string, n int64) {
+	v, _, _ = strings.Cut(v, "|")
+	f := strings.Split(v, ":")
+	w.mu[i].Lock()
+	defer w.mu[i].Unlock()
+	w.holders[i] = max(w.holders[i], n)
+	if len(f) >= 2 && (w.alg == algorithms.FixedWindow || w.alg == algorithms.SlidingWindowCounter) {
+		e, err1 := strconv.ParseInt(f[0], 10, 64)
+		c, err2 := strconv.Atoi(f[1])
+		if err1 == nil && err2 == nil {
+			w.edges[i][e] = c
 		}
 	}
 }
