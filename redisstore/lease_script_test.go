@@ -162,3 +162,51 @@ func TestLeaseLostRepliesCountOnce(t *testing.T) {
 		})
 	}
 }
+
+// A renewal (a grant of no request, sent by the lease worker in a
+// pipeline) whose reply is lost is sent again by go-redis under the same
+// lease id: Redis counts its lease once, and the instance holds it.
+func TestLeaseLostRenewalCountsOnce(t *testing.T) {
+	counts := &dropCounts{}
+	proxyAddr, direct := lossyRedis(t, counts)
+	c := redis.NewClient(&redis.Options{Addr: proxyAddr, MaxRetries: 3})
+	t.Cleanup(func() { _ = c.Close() })
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			prefix := "lostrenewal-" + string(alg)
+			lim := leaseLimit(alg, 100)
+			l, _ := leasedOn(t, c, alg, lim, time.Minute, WithPrefix(prefix), WithTimeout(2*time.Second))
+			probe, err := algorithms.New(probeStore(t, direct, WithPrefix(prefix)), alg, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.script.Load(context.Background(), direct).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// Exactly until the key is busy, then a grant, spent from memory.
+			admitted := 0
+			for range leaseBusy {
+				if leaseAllowed(t, l, "k") {
+					admitted++
+				}
+			}
+			waitUnseeking(t, l, "k")
+			dropped := counts.dropped.Load()
+			counts.arm(1)
+			for held, _ := leaseUnits(l, "k"); held > 0; held, _ = leaseUnits(l, "k") {
+				if leaseAllowed(t, l, "k") { // the last unit queues the renewal
+					admitted++
+				}
+			}
+			waitUnseeking(t, l, "k")
+			counts.arm(0)
+			if counts.dropped.Load() != dropped+1 {
+				t.Fatalf("the proxy dropped %d replies, want 1 (the renewal's)", counts.dropped.Load()-dropped)
+			}
+			held, _ := leaseUnits(l, "k")
+			if u := used(t, probe, "k"); held < 1 || u != admitted+held {
+				t.Errorf("the key has used %d with %d admitted and %d units held, want a renewal held and counted once", u, admitted, held)
+			}
+		})
+	}
+}
