@@ -8,8 +8,11 @@
 --
 -- KEYS[1] is the limit's state, KEYS[2] the key's lease records (a hash:
 -- "w", the start of the window they belong to, 0 for a bucket, and per
--- lease id "<granted> <window start> <returned 0|1>|<reply>"), KEYS[3] its
--- holders (a sorted set of lease ids scored by their end, µs). All three
+-- lease id "<granted> <window start> <end µs> <returned 0|1>|<reply>"),
+-- KEYS[3] its holders (a sorted set of the stores holding a lease, each
+-- scored by the end of its latest lease, µs: a store is the part of a
+-- lease id before its last '.', as redisstore's ids "L<store>.<count>"
+-- are, or the whole id). All three
 -- share the key's hash tag. ARGV[1] is the operation, ARGV[2] the lease
 -- id. A grant of a request may pass a KEYS[4], in the same slot: where it
 -- keeps its reply for the fault path (see "g").
@@ -19,8 +22,9 @@
 -- longest life (µs), ARGV[6] how long (ms) to keep the records past the
 -- lease's window (a bucket's: the lease's life). It decides the request as
 -- the algorithm's script does, then grants up to the units wanted, at most
--- what is left after the request divided by the live holders plus one (so
--- a holder leaves the others their part), for the rest of the lease's life
+-- what is left after the request divided by the other holders plus one (so
+-- a holder leaves the others their part, and a store renewing its leases
+-- counts once however many it spent), for the rest of the lease's life
 -- and never past the window's end. Every unit granted is counted in the
 -- state at once: what the holders spend never pushes the count past the
 -- limit (a bucket's tokens are taken when granted). It answers
@@ -40,7 +44,8 @@
 --
 -- "r", return: ARGV[3] the units unspent. It gives back at most what the
 -- lease was granted, once per lease id, and only while the lease's window
--- lasts; it ends the lease as a holder. It answers the units given back,
+-- lasts; when it is its store's latest lease, the store stops being a
+-- holder. It answers the units given back,
 -- and when it gave some, announces the key on "<prefix>:denials" as a
 -- refund does, so that every instance forgets the key's cached denials.
 local MAX_RECORDS = 1024
@@ -57,6 +62,11 @@ local function window(life)
     return starts[1], starts[1] + PERIOD
   end
   return 0, now + (life or 0)
+end
+
+-- holderOf returns the store that holds lease.
+local function holderOf(lease)
+  return string.match(lease, '^(.*)%.[^.]*$') or lease
 end
 
 if op == 'g' then
@@ -78,7 +88,12 @@ if op == 'g' then
     redis.call('HSET', records, 'w', string.format('%d', start))
   end
   redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
-  local fair = math.floor(remaining / (redis.call('ZCARD', holders) + 1))
+  local holder = holderOf(id)
+  local others = redis.call('ZCARD', holders)
+  if redis.call('ZSCORE', holders, holder) then
+    others = others - 1
+  end
+  local fair = math.floor(remaining / (others + 1))
   local lasts = math.min(life, wend - now)
   local grant = math.max(math.min(want, fair), 0)
   if lasts <= 0 then
@@ -93,10 +108,11 @@ if op == 'g' then
     redis.call('SET', KEYS[4], reply, 'PX', keep)
   end
   local px = math.max(math.ceil((wend - now) / 1000), 1) + keep
-  redis.call('HSET', records, id, string.format('%d %d 0|%s', grant, start, reply))
+  local lend = grant > 0 and now + lasts or 0
+  redis.call('HSET', records, id, string.format('%d %d %d 0|%s', grant, start, lend, reply))
   redis.call('PEXPIRE', records, px)
   if grant > 0 then
-    redis.call('ZADD', holders, now + lasts, id)
+    redis.call('ZADD', holders, 'GT', lend, holder)
     redis.call('PEXPIRE', holders, px)
   end
   return reply
@@ -107,12 +123,15 @@ if op == 'r' then
   if not rec then
     return '0'
   end
-  local granted, start, done, p = string.match(rec, '^(%d+) (%d+) (%d)()')
+  local granted, start, lend, done, p = string.match(rec, '^(%d+) (%d+) (%d+) (%d)()')
   if not p or done ~= '0' then
     return '0'
   end
-  redis.call('HSET', records, id, granted .. ' ' .. start .. ' 1' .. string.sub(rec, p))
-  redis.call('ZREM', holders, id)
+  redis.call('HSET', records, id, granted .. ' ' .. start .. ' ' .. lend .. ' 1' .. string.sub(rec, p))
+  local holder = holderOf(id)
+  if tonumber(redis.call('ZSCORE', holders, holder) or -1) == tonumber(lend) then
+    redis.call('ZREM', holders, holder)
+  end
   local n = math.min(tonumber(ARGV[3]), tonumber(granted))
   check(1, key, now, 0, RATE, PERIOD, BURST, UNIT)
   if n <= 0 or window() ~= tonumber(start) then

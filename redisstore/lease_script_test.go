@@ -210,3 +210,56 @@ func TestLeaseLostRenewalCountsOnce(t *testing.T) {
 		})
 	}
 }
+
+// A grant's fair share counts stores, not leases: a store that renewed
+// its leases of a key three times is one holder (its latest lease's end
+// keeps it one), a return of its older lease leaves it a holder, and the
+// return of its latest ends it.
+func TestLeaseFairShareCountsStores(t *testing.T) {
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
+	t.Cleanup(func() { _ = c.Close() })
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			prefix := "fair-" + string(alg)
+			l, _ := leasedOn(t, c, alg, leaseLimit(alg, 100), time.Minute, WithPrefix(prefix))
+			probe, err := algorithms.New(probeStore(t, c, WithPrefix(prefix)), alg, leaseLimit(alg, 100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps := []struct {
+				name, op, id string
+				want         int
+				reply        string // a grant's granted units, a return's units given back
+				used         int
+			}{
+				{"store A's first lease", "g", "LA.1", 10, "10", 10},
+				{"A renews: still the only holder", "g", "LA.2", 10, "10", 20},
+				{"A renews again", "g", "LA.3", 10, "10", 30},
+				{"B shares what is left with A alone", "g", "LB.1", 40, "35", 65},
+				{"A gives back its first lease, spent", "r", "LA.1", 0, "0", 65},
+				{"C shares with A and B", "g", "LC.1", 40, "11", 76},
+				{"A gives back its latest lease, spent", "r", "LA.3", 0, "0", 76},
+				{"D shares with B and C", "g", "LD.1", 40, "8", 84},
+			}
+			for _, st := range steps {
+				var got string
+				if st.op == "g" {
+					reply, err := l.grant(ctx, c, l.leaseKeys("k"), st.id, 0, st.want).Text()
+					if err != nil {
+						t.Fatalf("%s: %v", st.name, err)
+					}
+					got = grantField(t, reply, 5)
+				} else if got, err = l.runLease(ctx, c, true, l.leaseKeys("k"), "r", st.id, 0).Text(); err != nil {
+					t.Fatalf("%s: %v", st.name, err)
+				}
+				if got != st.reply {
+					t.Errorf("%s: %s, want %s", st.name, got, st.reply)
+				}
+				if u := used(t, probe, "k"); u != st.used {
+					t.Errorf("%s: the key has used %d, want %d", st.name, u, st.used)
+				}
+			}
+		})
+	}
+}
