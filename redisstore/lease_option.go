@@ -42,9 +42,9 @@ func WithLeases(ttl time.Duration) Option {
 }
 
 // leaseable reports whether a limiter of alg and limits decides from
-// leases under WithLeases: one limit of the fixed window, of the sliding
-// window counter counted in µs (unit 1: its windows' starts are times),
-// or of either bucket.
+// leases under WithLeases: of one limit or several, every one of the
+// fixed window, of the sliding window counter counted in µs (unit 1: its
+// windows' starts are times), or of either bucket.
 //
 // The sliding window log keeps deciding in Redis: a leased unit would be
 // logged when it is granted, so it would leave the log a period after its
@@ -52,16 +52,21 @@ func WithLeases(ttl time.Duration) Option {
 // could then admit more than its limit in a span of one period, the one
 // promise it is chosen for.
 func leaseable(alg algorithms.Algorithm, limits []algorithms.Limit) bool {
-	if len(limits) != 1 {
+	if len(limits) == 0 {
 		return false
 	}
-	switch alg {
-	case algorithms.FixedWindow, algorithms.TokenBucket, algorithms.LeakyBucket:
-		return true
-	case algorithms.SlidingWindowCounter:
-		return ratemath.ParamsFor(alg, limits[0]).Unit == 1
+	for _, lim := range limits {
+		switch alg {
+		case algorithms.FixedWindow, algorithms.TokenBucket, algorithms.LeakyBucket:
+		case algorithms.SlidingWindowCounter:
+			if ratemath.ParamsFor(alg, lim).Unit != 1 {
+				return false
+			}
+		default:
+			return false
+		}
 	}
-	return false
+	return true
 }
 
 // leaseMost is the largest lease of a limit of quota units.

@@ -112,6 +112,15 @@ type leaseSpend struct {
 	resetAt   int64 // leaseSpent: the last grant's reset
 	want      int   // leaseSeek, renew: the units to ask for
 	renew     bool  // leaseSpent: the caller asks for the next lease
+	// leaseSpent: the units taken from each of the key's leases, by id,
+	// for refill.
+	took [2]leaseTook
+}
+
+// leaseTook is units taken from the lease of id.
+type leaseTook struct {
+	id    string
+	units int
 }
 
 // spend takes cost units for key at now from its leases. With none
@@ -145,7 +154,8 @@ func (t *leaseTable) spend(key string, cost int, now, ttl int64, most int) lease
 		left := e.cur.left + e.next.units(now)
 		renew := !e.seeking && e.next.left == 0 && e.prefetch(left, now, ttl)
 		e.seeking = e.seeking || renew
-		return leaseSpend{outcome: leaseSpent, remaining: left + e.keyLeft, resetAt: e.resetAt, renew: renew, want: e.want(most)}
+		return leaseSpend{outcome: leaseSpent, remaining: left + e.keyLeft, resetAt: e.resetAt, renew: renew, want: e.want(most),
+			took: [2]leaseTook{{e.cur.id, n}, {e.next.id, cost - n}}}
 	}
 	if e.seeking || now < e.denied {
 		return leaseSpend{outcome: leaseExact}
@@ -243,6 +253,33 @@ func (t *leaseTable) granted(key string, l heldLease, keyLeft int, resetAt, deni
 	default:
 		s.giveBack(key, &e.next)
 		e.next = l
+	}
+}
+
+// refill puts back into key's leases the units spend took from them (a
+// request of several limits that another limit could not admit from its
+// leases). Units go back only to the lease they came from, by id, and
+// only while it is the key's: a lease promoted, given back or replaced
+// since keeps what it has, and the units are lost to this instance (the
+// strict side), never moved into a lease of another window.
+func (t *leaseTable) refill(key string, took [2]leaseTook) {
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[key]
+	if e == nil {
+		return
+	}
+	for _, tk := range took {
+		if tk.units == 0 {
+			continue
+		}
+		switch tk.id {
+		case e.cur.id:
+			e.cur.left += tk.units
+		case e.next.id:
+			e.next.left += tk.units
+		}
 	}
 }
 

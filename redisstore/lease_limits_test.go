@@ -1,0 +1,195 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// twoLimits are two limits of alg for the leases' tests: tight units per
+// hour (a bucket's per day), and twice as many over twice the period.
+func twoLimits(alg algorithms.Algorithm, tight int) []algorithms.Limit {
+	a := leaseLimit(alg, tight)
+	return []algorithms.Limit{a, {Rate: 2 * tight, Period: 2 * a.Period}}
+}
+
+// leasedLimitsOn returns a leased limiter of alg and limits on a store of
+// c, with opts after WithLeases(ttl), and the store.
+func leasedLimitsOn(t testing.TB, c redis.UniversalClient, alg algorithms.Algorithm, limits []algorithms.Limit, ttl time.Duration, opts ...Option) (*leasedLimits, *Store) {
+	t.Helper()
+	s := must(New(c, append([]Option{WithLeases(ttl), WithLogger(quietLogger())}, opts...)...))
+	t.Cleanup(func() { _ = s.Close(closeCtx()) })
+	l, err := algorithms.New(s, alg, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll, ok := l.(*leasedLimits)
+	if !ok {
+		t.Fatalf("%s: a %T of %d limits under WithLeases, want leased limits", alg, l, len(limits))
+	}
+	return ll, s
+}
+
+// leasedLimitsStores returns n stores with WithLeases(ttl) on separate
+// clients of addr, each with opts, and a leased limiter of alg and limits
+// on each.
+func leasedLimitsStores(t *testing.T, addr string, n int, alg algorithms.Algorithm, limits []algorithms.Limit, ttl time.Duration, opts ...Option) ([]*Store, []*leasedLimits) {
+	t.Helper()
+	var stores []*Store
+	var ls []*leasedLimits
+	for range n {
+		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 16})
+		t.Cleanup(func() { _ = c.Close() })
+		l, s := leasedLimitsOn(t, c, alg, limits, ttl, append([]Option{WithInstances(n), WithEvictionAllowed(), WithTimeout(10 * time.Second)}, opts...)...)
+		stores, ls = append(stores, s), append(ls, l)
+	}
+	return stores, ls
+}
+
+// limitProbes returns an exact limiter of each of limits on a store of
+// addr without leases, with prefix: each reads one limit's count in Redis.
+func limitProbes(t *testing.T, addr, prefix string, alg algorithms.Algorithm, limits []algorithms.Limit) []algorithms.RateLimiter {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	s := probeStore(t, c, WithPrefix(prefix), WithEvictionAllowed(), WithTimeout(10*time.Second))
+	var probes []algorithms.RateLimiter
+	for _, lim := range limits {
+		p, err := algorithms.New(s, alg, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probes = append(probes, p)
+	}
+	return probes
+}
+
+// preUsed is what the multi-limit tests take from key i's second limit
+// before they start, so that it binds for the odd keys: three quarters
+// of it.
+func preUsed(i, second int) int {
+	if i%2 == 1 {
+		return second * 3 / 4
+	}
+	return 0
+}
+
+// limitsBound is the most key i may be admitted over a run of span with
+// its second limit's preUsed taken: each limit's quota less what was
+// taken, a bucket's plus its refill over span (rounded up), the tightest
+// of them.
+func limitsBound(alg algorithms.Algorithm, limits []algorithms.Limit, i int, span time.Duration) int32 {
+	bound := int32(-1)
+	for j, lim := range limits {
+		b := int64(lim.Capacity())
+		if j == 1 {
+			b -= int64(preUsed(i, lim.Rate))
+		}
+		if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+			b += (int64(lim.Rate)*int64(span) + int64(lim.Period) - 1) / int64(lim.Period)
+		}
+		if bound < 0 || int32(b) < bound {
+			bound = int32(b)
+		}
+	}
+	return bound
+}
+
+// takePreUsed charges every odd key's second limit its preUsed through
+// the probe of that limit.
+func takePreUsed(t *testing.T, probes []algorithms.RateLimiter, limits []algorithms.Limit, keys int) {
+	t.Helper()
+	forEachKeyN(8, keys, func(i int) {
+		if n := preUsed(i, limits[1].Rate); n > 0 {
+			if _, err := probes[1].Charge(context.Background(), keyName(i), n); err != nil {
+				t.Errorf("Charge: %v", err)
+			}
+		}
+	})
+}
+
+// limitsAttack sends every key's requests, rounds × its tightest quota
+// of them, from goroutines to the limiters in turn, each key from many
+// goroutines at once, and returns what each key was admitted and the
+// run's span.
+func limitsAttack(t *testing.T, ls []*leasedLimits, keys, requests, goroutines int) ([]atomic.Int32, time.Duration) {
+	admitted := make([]atomic.Int32, keys)
+	began := time.Now()
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for r := range requests / goroutines {
+				for k := range keys {
+					i := (k + g*keys/goroutines) % keys
+					if leaseAllowed(t, ls[(i+g+r)%len(ls)], keyName(i)) {
+						admitted[i].Add(1)
+					}
+				}
+				if t.Failed() {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return admitted, time.Since(began)
+}
+
+// checkLimitsBound fails t for every key admitted more than its bound
+// (limitsBound over span plus ttl), or counted in Redis past a limit's
+// capacity, and returns the largest admitted less its bound.
+func checkLimitsBound(t *testing.T, alg algorithms.Algorithm, limits []algorithms.Limit, probes []algorithms.RateLimiter, admitted []atomic.Int32, span time.Duration) int32 {
+	t.Helper()
+	over, worst := 0, int32(-1<<30)
+	for i := range admitted {
+		a, bound := admitted[i].Load(), limitsBound(alg, limits, i, span)
+		worst = max(worst, a-bound)
+		if a > bound {
+			if over++; over <= 5 {
+				t.Errorf("key %d: admitted %d, bound %d", i, a, bound)
+			}
+		}
+	}
+	if over > 0 {
+		t.Errorf("%d of %d keys admitted past their bound", over, len(admitted))
+	}
+	for i := 0; i < len(admitted); i += max(1, len(admitted)/64) {
+		for j, p := range probes {
+			if u := used(t, p, keyName(i)); u > limits[j].Capacity() {
+				t.Errorf("key %d: limit %d counts %d in Redis, capacity %d", i, j, u, limits[j].Capacity())
+			}
+		}
+	}
+	return worst
+}
+
+// Promise 1 with two limits: three stores on separate clients share a
+// limiter of two limits, the second taken down to a quarter for the odd
+// keys so that each limit binds for half of them; 16 goroutines send
+// every key's requests, twice its tightest quota, to the stores in turn.
+// Each key is admitted at most what each of its limits has left, counted
+// key by key (a bucket's plus its refill over the run and a ttl).
+func TestLeasedLimitsAtMostEachLimit(t *testing.T) {
+	addr := redistest.Standalone(t)
+	const tight, goroutines, ttl = 16, 16, 30 * time.Second
+	keys := stepsOf(2000)
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			prefix := "pl1-" + string(alg)
+			limits := twoLimits(alg, tight)
+			probes := limitProbes(t, addr, prefix, alg, limits)
+			takePreUsed(t, probes, limits, keys)
+			_, ls := leasedLimitsStores(t, addr, 3, alg, limits, ttl, WithPrefix(prefix))
+			admitted, span := limitsAttack(t, ls, keys, 2*tight, goroutines)
+			worst := checkLimitsBound(t, alg, limits, probes, admitted, span+ttl)
+			t.Logf("%d keys: the largest admitted less its bound %d", keys, worst)
+		})
+	}
+}
