@@ -193,3 +193,165 @@ func TestLeasedLimitsAtMostEachLimit(t *testing.T) {
 		})
 	}
 }
+
+// Promise 2 with two limits: every key driven until each of three stores
+// is denied has been admitted at most what its tightest limit has left,
+// and at least that less what the leases of that limit may hold; once
+// the stores give their leases back, exactly what its tightest limit has
+// left (the first limit's for the even keys, the second's for the odd).
+func TestLeasedLimitsReachTightest(t *testing.T) {
+	addr := redistest.Standalone(t)
+	const keys, tight, n = 100, 64, 3
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			prefix := "pl2-" + string(alg)
+			limits := twoLimits(alg, tight)
+			probes := limitProbes(t, addr, prefix, alg, limits)
+			takePreUsed(t, probes, limits, keys)
+			stores, ls := leasedLimitsStores(t, addr, n, alg, limits, 30*time.Second, WithPrefix(prefix), WithDenialCache(0))
+			left := func(i int) (most, least int) {
+				most, least = tight, tight-n*leaseMost(tight)
+				if second := 2*tight - preUsed(i, 2*tight); second < most {
+					most, least = second, second-n*leaseMost(2*tight)
+				}
+				return most, max(least, 0)
+			}
+			admitted := make([]int, keys)
+			forEachKeyN(8, keys, func(i int) { admitted[i] += driveUntilDenied(t, ls, keyName(i)) })
+			for i, a := range admitted {
+				if most, least := left(i); a > most || a < least {
+					t.Errorf("key %d: admitted %d before the leases return, want %d to %d", i, a, least, most)
+				}
+			}
+			for round := 0; ; round++ {
+				for _, s := range stores {
+					s.leases.flush()
+				}
+				more := make([]int, keys)
+				forEachKeyN(8, keys, func(i int) { more[i] = driveUntilDenied(t, ls, keyName(i)) })
+				total := 0
+				for i, m := range more {
+					admitted[i] += m
+					total += m
+				}
+				if total == 0 {
+					break
+				}
+				if round == 5 {
+					t.Fatalf("keys still admitted after %d rounds of returns", round)
+				}
+			}
+			for i, a := range admitted {
+				if most, _ := left(i); a != most {
+					t.Errorf("key %d: admitted %d once the leases returned, want %d", i, a, most)
+				}
+			}
+		})
+	}
+}
+
+// limitsUnits returns the units key's leases hold on each limit of l.
+func limitsUnits(l *leasedLimits, key string) []int {
+	var units []int
+	for _, p := range l.parts {
+		u, _ := leaseUnits(p, key)
+		units = append(units, u)
+	}
+	return units
+}
+
+// waitLimitsUnseeking waits until no renewal of key is on its way on any
+// limit of l.
+func waitLimitsUnseeking(t *testing.T, l *leasedLimits, key string) {
+	t.Helper()
+	for _, p := range l.parts {
+		waitUnseeking(t, p, key)
+	}
+}
+
+// A key that a limit's full lease table has no room for is decided in
+// Redis exactly: its requests are counted in every limit, and the units
+// the other limit leased it stay unspent (given back in memory by every
+// request the full table sends to Redis).
+func TestLeasedLimitsFullTableDecidesExactly(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			limits := twoLimits(alg, 100)
+			prefix := "plfull-" + string(alg)
+			l, _ := leasedLimitsOn(t, c, alg, limits, time.Minute, WithPrefix(prefix), WithEvictionAllowed())
+			l.parts[0].table = newLeaseTable(4)
+			l.parts[1].table = newLeaseTable(2)
+			probes := limitProbes(t, addr, prefix, alg, limits)
+			// Keys 0 and 1 find room in both tables, 2 and 3 in the
+			// first only; 4 in neither. Two requests a key, the first
+			// decided exactly, the second too, bringing leases where
+			// there is room; then requests that the leases decide where
+			// every limit has them.
+			for i, leases := range [][2]bool{{true, true}, {true, true}, {true, false}, {true, false}, {false, false}} {
+				key := keyName(i)
+				for range 2 {
+					if !leaseAllowed(t, l, key) {
+						t.Fatalf("%s denied", key)
+					}
+				}
+				waitLimitsUnseeking(t, l, key)
+				first := limitsUnits(l, key)
+				const more = 5
+				for range more {
+					if !leaseAllowed(t, l, key) {
+						t.Fatalf("%s denied", key)
+					}
+				}
+				waitLimitsUnseeking(t, l, key)
+				units := limitsUnits(l, key)
+				for j, p := range probes {
+					if (first[j] > 0) != leases[j] {
+						t.Errorf("%s, limit %d: %d units leased, want a lease %v", key, j, first[j], leases[j])
+					}
+					if u := used(t, p, key); u != 2+more+units[j] {
+						t.Errorf("%s, limit %d: used %d with %d units leased after %d requests", key, j, u, units[j], 2+more)
+					}
+				}
+				if !leases[1] && units[0] != first[0] {
+					t.Errorf("%s: the first limit's lease went from %d to %d units while the second had no room", key, first[0], units[0])
+				}
+			}
+		})
+	}
+}
+
+// A decision from the leases of every limit allocates nothing.
+func TestLeasedLimitsDecisionAllocatesNothing(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			l, _ := leasedLimitsOn(t, c, alg, twoLimits(alg, 100_000), time.Minute,
+				WithPrefix("plalloc-"+string(alg)), WithEvictionAllowed())
+			leaseAllowed(t, l, "k") // decided exactly
+			leaseAllowed(t, l, "k") // decided exactly, renewals asked for
+			waitLimitsUnseeking(t, l, "k")
+			// Leases far from their prefetch, so that no renewal (whose
+			// pipeline allocates) runs meanwhile.
+			for _, p := range l.parts {
+				s := p.table.shard("k")
+				s.mu.Lock()
+				e := s.entries["k"]
+				e.cur.left, e.granted = 100_000, 100_000
+				s.mu.Unlock()
+			}
+			allocs := testing.AllocsPerRun(100, func() {
+				if res, err := l.Allow(ctx, "k", 1); err != nil || !res.Allowed {
+					t.Fatalf("%+v %v", res, err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("%.1f allocations per decision from leases of two limits, want 0", allocs)
+			}
+		})
+	}
+}

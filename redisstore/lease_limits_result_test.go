@@ -1,0 +1,114 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// A cold key's first request is one command, as on the exact store; its
+// second is one more, and renewals in pipelines; a busy key's requests
+// that find units in every limit's lease send none.
+func TestLeasedLimitsRoundTrips(t *testing.T) {
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			counter := &leaseCommands{}
+			c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
+			t.Cleanup(func() { _ = c.Close() })
+			l, _ := leasedLimitsOn(t, c, alg, twoLimits(alg, 100_000), time.Minute, WithEvictionAllowed())
+			for _, p := range l.parts {
+				if err := p.script.Load(context.Background(), c).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			leaseAllowed(t, l, "warm") // loads the exact path's scripts
+			c.AddHook(counter)
+			for i := range 2 {
+				if !leaseAllowed(t, l, "cold") || counter.single.Load() != int64(i+1) {
+					t.Fatalf("a cold key's requests 1 to %d sent %d commands, want %d", i+1, counter.single.Load(), i+1)
+				}
+				waitLimitsUnseeking(t, l, "cold")
+				for j, units := range limitsUnits(l, "cold") {
+					if (units > 0) != (i == 1) {
+						t.Fatalf("after a cold key's request %d: %d units leased of limit %d", i+1, units, j)
+					}
+				}
+			}
+			const requests = 1000
+			fromLeases := 0
+			for i := range requests {
+				units := limitsUnits(l, "busy")
+				before := counter.single.Load()
+				if !leaseAllowed(t, l, "busy") {
+					t.Fatalf("request %d denied", i)
+				}
+				if sent := counter.single.Load() - before; units[0] > 0 && units[1] > 0 {
+					fromLeases++
+					if sent != 0 {
+						t.Fatalf("request %d, with %v units leased, sent %d commands", i, units, sent)
+					}
+				}
+				waitLimitsUnseeking(t, l, "busy")
+			}
+			if fromLeases < requests*9/10 {
+				t.Errorf("%d of %d requests decided from leases, want at least 90%%", fromLeases, requests)
+			}
+			t.Logf("%d requests: %d from leases, %d commands alone, %d in pipelines", requests, fromLeases,
+				counter.single.Load()-2, counter.pipelined.Load())
+		})
+	}
+}
+
+// A request decided from leases reports the binding limit as the exact
+// limiter does: the one with the least left (for the odd keys, the
+// second, three quarters of it taken), its quota and period, and, with
+// one instance, what Redis and the leases have left together.
+func TestLeasedLimitsResultBinding(t *testing.T) {
+	addr := redistest.Standalone(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			const tight, keys = 1000, 2
+			prefix := "plres-" + string(alg)
+			limits := twoLimits(alg, tight)
+			probes := limitProbes(t, addr, prefix, alg, limits)
+			takePreUsed(t, probes, limits, keys)
+			l, _ := leasedLimitsOn(t, c, alg, limits, time.Minute, WithPrefix(prefix), WithEvictionAllowed())
+			for i := range keys {
+				key := keyName(i)
+				leaseAllowed(t, l, key) // decided exactly
+				leaseAllowed(t, l, key) // decided exactly, renewals asked for
+				waitLimitsUnseeking(t, l, key)
+				before := limitsUnits(l, key)
+				res, err := l.Allow(ctx, key, 1)
+				if err != nil || !res.Allowed {
+					t.Fatalf("%s: %+v, %v", key, res, err)
+				}
+				if after := limitsUnits(l, key); after[0] != before[0]-1 || after[1] != before[1]-1 {
+					t.Fatalf("%s: leases went from %v to %v units: not decided from leases", key, before, after)
+				}
+				bind := i % 2
+				lim := limits[bind]
+				left := lim.Capacity() - 3
+				if bind == 1 {
+					left -= preUsed(i, lim.Rate)
+				}
+				period := lim.Period
+				if alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket {
+					period = lim.Period * time.Duration(lim.Capacity()) / time.Duration(lim.Rate)
+				}
+				if res.Index != bind || res.Limit != lim.Capacity() || res.Period != period || res.ResetAfter <= 0 ||
+					res.Remaining < left-1 || res.Remaining > left {
+					t.Errorf("%s: %+v, want limit %d (%d), %d left, period %s", key, res, bind, lim.Capacity(), left, period)
+				}
+			}
+		})
+	}
+}
