@@ -22,7 +22,8 @@ import (
 // whose grant is on its way, that Redis denied, or that the table has no
 // room for, is decided by the exact limiter it wraps, fault path and all.
 // Everything else (Peek, Reset, Refund, Charge, Reserve) is the exact
-// limiter's.
+// limiter's. It is also one limit's leases in a leasedLimits (a part),
+// which spends its table and has its renewals sent, never its Allow.
 //
 // Invariant: while Redis answers, the instances admit at most the limit
 // per window (TestLeasesAtMostLimitPerKey); once the leases are given

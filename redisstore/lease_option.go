@@ -19,23 +19,30 @@ const (
 // quota, and at least one unit (q in docs/redis.md).
 const leaseFraction = 8
 
-// WithLeases makes the store's limiters of one limit of the fixed window,
-// the sliding window counter and both buckets decide from leases: the
-// first request of a key is decided in Redis as without leases, and the
-// same script call grants this instance a slice of the key's limit (a
-// lease: units of the current window, or a bucket's tokens) that it spends
-// in memory, for at most ttl and never past the window's end; it asks for
-// the next lease before this one runs out, and gives back what it did not
-// spend. Every unit leased is counted in Redis when it is granted, so the
-// instances together admit no more than the limit per window (a bucket:
-// no more than Burst + Rate × (t + ttl) in any span t). A lease is about
-// what this instance asked for in the last ttl, at most an eighth of the
+// WithLeases makes the store's limiters of the fixed window, the sliding
+// window counter and both buckets decide from leases: the first request
+// of a key is decided in Redis as without leases, and the same script
+// call grants this instance a slice of the key's limit (a lease: units of
+// the current window, or a bucket's tokens) that it spends in memory, for
+// at most ttl and never past the window's end; it asks for the next lease
+// before this one runs out, and gives back what it did not spend. Every
+// unit leased is counted in Redis when it is granted, so the instances
+// together admit no more than the limit per window (a bucket: no more
+// than Burst + Rate × (t + ttl) in any span t). A lease is about what
+// this instance asked for in the last ttl, at most an eighth of the
 // limit, and at most what the key has left divided among its holders.
 // ttl must be from 10ms to 10 minutes.
 //
-// The sliding window log and limiters of several limits decide in Redis,
-// exactly, as without leases. Charge, Refund, Reserve and
-// Peek go to Redis as without leases. See docs/redis.md, "Leased quotas".
+// A limiter of several limits leases each limit on its own, as a limiter
+// of that limit alone would, and admits a request from memory only when
+// every limit's leases have units for it (spending from all or none);
+// otherwise Redis decides it exactly, across its limits, as without
+// leases, and when it is admitted the limits that lacked units ask for
+// their next lease in the background. Each limit keeps its promise.
+//
+// The sliding window log decides in Redis, exactly, as without leases.
+// Charge, Refund, Reserve and Peek go to Redis as without leases. See
+// docs/redis.md, "Leased quotas".
 func WithLeases(ttl time.Duration) Option {
 	return redisOption(ttl >= minLeaseTTL && ttl <= maxLeaseTTL, func(r *redisConfig) { r.leaseTTL = ttl },
 		"lease ttl %s must be from %s to %s", ttl, minLeaseTTL, maxLeaseTTL)
