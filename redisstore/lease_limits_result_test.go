@@ -112,3 +112,68 @@ func TestLeasedLimitsResultBinding(t *testing.T) {
 		})
 	}
 }
+
+// Through an outage, a limiter of two limits spends the units leased
+// before it (counted in Redis already), and decides a request without
+// units in every limit by the failure mode (FailLocal: the twin), as the
+// exact limiter does; no renewal is sent meanwhile.
+func TestLeasedLimitsOutageFallsBack(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	ls := map[algorithms.Algorithm]*leasedLimits{}
+	for _, alg := range leaseAlgorithms {
+		l, _ := leasedLimitsOn(t, c, alg, twoLimits(alg, 1000), time.Minute,
+			WithPrefix("plout-"+string(alg)), WithEvictionAllowed(), WithTimeout(time.Second))
+		leaseAllowed(t, l, "held") // decided exactly
+		leaseAllowed(t, l, "held") // decided exactly, renewals asked for
+		waitLimitsUnseeking(t, l, "held")
+		ls[alg] = l
+	}
+	srv.Stop()
+	for _, alg := range leaseAlgorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			l := ls[alg]
+			units := limitsUnits(l, "held")
+			if units[0] < 1 || units[1] < 1 {
+				t.Fatalf("leases of %v units before the outage, want some of each limit", units)
+			}
+			spent := 0
+			for ; spent < min(units[0], units[1]); spent++ {
+				res, err := l.Allow(ctx, "held", 1)
+				if err != nil || !res.Allowed || res.Decider != algorithms.DecidedByStore {
+					t.Fatalf("request %d from leases, Redis stopped: %+v, %v", spent, res, err)
+				}
+			}
+			// The twin decides (whether it admits "held" depends on what
+			// Redis last said of it, as on the exact store); a key it
+			// admits owes Redis and takes no lease; once the breaker is
+			// open, no renewal is sent.
+			counter := &leaseCommands{}
+			for round := range 2 {
+				if round == 1 {
+					if l.guard.breaker.Closed() {
+						t.Fatal("the breaker is closed after decisions Redis could not make")
+					}
+					c.AddHook(counter)
+				}
+				for _, key := range []string{"held", "new", "held", "new"} {
+					res, err := l.Allow(ctx, key, 1)
+					if err != nil || res.Decider != algorithms.DecidedLocally || key == "new" && !res.Allowed {
+						t.Errorf("%s without units, Redis stopped: %+v, %v; want decided by the twin", key, res, err)
+					}
+				}
+				waitLimitsUnseeking(t, l, "new")
+				waitLimitsUnseeking(t, l, "held")
+			}
+			if n := counter.pipelined.Load(); n != 0 {
+				t.Errorf("%d commands sent in pipelines (renewals) with the breaker open", n)
+			}
+			if u := limitsUnits(l, "new"); u[0] != 0 || u[1] != 0 {
+				t.Errorf("a key decided by the twin holds leases of %v units", u)
+			}
+			t.Logf("%d requests from leases leased before the outage", spent)
+		})
+	}
+}
