@@ -258,10 +258,11 @@ func (t *leaseTable) granted(key string, l heldLease, keyLeft int, resetAt, deni
 
 // refill puts back into key's leases the units spend took from them (a
 // request of several limits that another limit could not admit from its
-// leases). Units go back only to the lease they came from, by id, and
-// only while it is the key's: a lease promoted, given back or replaced
-// since keeps what it has, and the units are lost to this instance (the
-// strict side), never moved into a lease of another window.
+// leases). Units go back only to the lease they came from, by id, as the
+// key's current or next lease: one given back or replaced since gets
+// none, and those units are lost to this instance (the strict side),
+// never moved into a lease of another window; one that ended keeps them
+// unspendable (TestLeaseTableRefill).
 func (t *leaseTable) refill(key string, took [2]leaseTook) {
 	s := t.shard(key)
 	s.mu.Lock()
