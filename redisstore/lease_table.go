@@ -19,8 +19,9 @@ const leaseShards = 64
 // Redis with its window.
 const leaseReturnsCapacity = 256
 
-// leaseTable holds a leased limiter's leases, per key, and spends them in
-// memory under a shard's lock.
+// leaseTable holds a leased limiter's leases (or one limit's, of a
+// limiter of several: each limit has a table), per key, and spends them
+// in memory under a shard's lock.
 //
 // Invariant: a decision from the table admits only units that Redis
 // granted to this instance and counted in the key's window, before the
@@ -32,8 +33,11 @@ const leaseReturnsCapacity = 256
 // Capacity: leaseTableCapacity keys. A key the full table has no room for
 // is decided in Redis, exactly, as without leases: a full table never
 // gives a key free units, it only takes its decisions back to Redis
-// (TestLeaseTableFullDecidesExactly). Keys whose leases ended and that saw
-// no request for a ttl leave the table at the next sweep.
+// (TestLeaseTableFullDecidesExactly; for several limits, a key that one
+// limit's full table has no room for is decided exactly whatever the
+// others hold, TestLeasedLimitsFullTableDecidesExactly). Keys whose
+// leases ended and that saw no request for a ttl leave the table at the
+// next sweep.
 type leaseTable struct {
 	seed     maphash.Seed
 	size     atomic.Int64
