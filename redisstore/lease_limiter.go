@@ -22,7 +22,8 @@ import (
 // whose grant is on its way, that Redis denied, or that the table has no
 // room for, is decided by the exact limiter it wraps, fault path and all.
 // Everything else (Peek, Reset, Refund, Charge, Reserve) is the exact
-// limiter's.
+// limiter's. It is also one limit's leases in a leasedLimits (a part),
+// which spends its table and has its renewals sent, never its Allow.
 //
 // Invariant: while Redis answers, the instances admit at most the limit
 // per window (TestLeasesAtMostLimitPerKey); once the leases are given
@@ -38,6 +39,11 @@ type leasedLimiter struct {
 	period  time.Duration
 	keep    string // how long (ms) Redis keeps a grant's record past its window
 	lifeArg string // the ttl in µs
+	// of is the limiter whose requests the leases serve, whose gate and
+	// lastSaid hold the key's fault-path state: the embedded limiter, or,
+	// for one limit of a leasedLimits (a part), the exact limiter of all
+	// its limits.
+	of *redisLimiter
 }
 
 // leased returns l deciding from leases when the store has WithLeases and
@@ -51,12 +57,21 @@ func (s *Store) leased(l *redisLimiter) algorithms.RateLimiter {
 	if w == nil {
 		return nil // closed
 	}
+	if len(l.limits) > 1 {
+		return newLeasedLimits(l, w, ttl)
+	}
+	return newLeasePart(l, l, w, ttl)
+}
+
+// newLeasePart returns the leases of l's one limit, serving the requests
+// of of (see leasedLimiter.of), swept by w.
+func newLeasePart(l, of *redisLimiter, w *leaseWorker, ttl time.Duration) *leasedLimiter {
 	p := ratemath.ParamsFor(l.alg, l.limits[0])
 	quota := ratemath.QuotaOf(l.alg, l.limits[0])
 	ll := &leasedLimiter{redisLimiter: l, script: redis.NewScript(scripts.Lease(string(l.alg), p.Rate, p.Period, p.Burst, p.Unit)),
 		table: newLeaseTable(leaseTableCapacity), leases: w, ttl: ttl, most: leaseMost(quota), quota: quota,
 		period: ratemath.WindowOf(l.alg, l.limits[0]), keep: l.onceTTL,
-		lifeArg: strconv.FormatInt(ttl.Microseconds(), 10)}
+		lifeArg: strconv.FormatInt(ttl.Microseconds(), 10), of: of}
 	w.add(ll)
 	return ll
 }
@@ -131,8 +146,8 @@ func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want i
 	})
 }
 
-// afterFault reports whether key owes Redis what the twin admitted, or is
-// gated after a fault (gate.go): its requests then go the exact way,
+// afterFault reports whether key owes Redis what the twin of l.of
+// admitted, or is gated after a fault (gate.go): its requests then go the exact way,
 // through the gate, and take no lease until its debts have landed.
 func (l *leasedLimiter) afterFault(key string) bool {
 	b := l.guard.batcher
@@ -141,7 +156,7 @@ func (l *leasedLimiter) afterFault(key string) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.gatedLocked(queueKey{l.redisLimiter, key}, l.guard.clock())
+	return b.gatedLocked(queueKey{l.of, key}, l.guard.clock())
 }
 
 // grant sends a grant of want units, with the request of cost (0: none),
@@ -222,14 +237,25 @@ func (l *leasedLimiter) install(key, id, reply string, sent time.Time, sentNS in
 	if err != nil {
 		return algorithms.Result{}, err
 	}
-	// Redis's answer, grant counted, is where the twin starts from if
-	// Redis cannot answer next: without it the twin would start fresh.
-	l.guard.said.remember(l.redisLimiter, key, sent, gr.res)
+	part := l.of != l.redisLimiter
+	if !part {
+		// Redis's answer, grant counted, is where the twin starts from if
+		// Redis cannot answer next: without it the twin would start fresh.
+		// (A part's renewal answers for one limit of several: the exact
+		// limiter's decisions keep theirs.)
+		l.guard.said.remember(l.redisLimiter, key, sent, gr.res)
+	}
 	now := l.guard.leaseNow()
 	var held heldLease
 	var denied int64
-	if !gr.res.Allowed {
+	switch {
+	case !gr.res.Allowed:
 		denied = now + int64(gr.res.RetryAfter)
+	case part && gr.granted == 0:
+		// A part's renewal decides no request, so nothing else would stop
+		// a key whose limit has nothing to lease from asking at every
+		// request: it asks again after a ttl, deciding exactly meanwhile.
+		denied = now + int64(l.ttl)
 	}
 	if gr.granted > 0 {
 		// Timed from the sending, before Redis read its clock: the lease

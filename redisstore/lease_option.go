@@ -19,32 +19,40 @@ const (
 // quota, and at least one unit (q in docs/redis.md).
 const leaseFraction = 8
 
-// WithLeases makes the store's limiters of one limit of the fixed window,
-// the sliding window counter and both buckets decide from leases: the
-// first request of a key is decided in Redis as without leases, and the
-// same script call grants this instance a slice of the key's limit (a
-// lease: units of the current window, or a bucket's tokens) that it spends
-// in memory, for at most ttl and never past the window's end; it asks for
-// the next lease before this one runs out, and gives back what it did not
-// spend. Every unit leased is counted in Redis when it is granted, so the
-// instances together admit no more than the limit per window (a bucket:
-// no more than Burst + Rate × (t + ttl) in any span t). A lease is about
-// what this instance asked for in the last ttl, at most an eighth of the
-// limit, and at most what the key has left divided among its holders.
-// ttl must be from 10ms to 10 minutes.
+// WithLeases makes the store's limiters of the fixed window, the sliding
+// window counter and both buckets decide from leases: a key's requests
+// are decided in Redis as without leases until the key is busy on this
+// instance (4 units asked for within a ttl), and then the script call
+// that decides its request grants this instance a slice of the key's
+// limit (a lease: units of the current window, or a bucket's tokens) that
+// it spends in memory, for at most ttl and never past the window's end;
+// it asks for the next lease before this one runs out, and gives back
+// what it did not spend. Every unit leased is counted in Redis when it is
+// granted, so the instances together admit no more than the limit per
+// window (a bucket: no more than Burst + Rate × (t + ttl) in any span t).
+// A lease is about what this instance asked for in the last ttl, at most
+// an eighth of the limit, and at most what the key has left divided among
+// the instances holding its leases. ttl must be from 10ms to 10 minutes.
 //
-// The sliding window log and limiters of several limits decide in Redis,
-// exactly, as without leases. Charge, Refund, Reserve and
-// Peek go to Redis as without leases. See docs/redis.md, "Leased quotas".
+// A limiter of several limits leases each limit on its own, as a limiter
+// of that limit alone would, and admits a request from memory only when
+// every limit's leases have units for it (spending from all or none);
+// otherwise Redis decides it exactly, across its limits, as without
+// leases, and when it is admitted the limits that lacked units ask for
+// their next lease in the background. Each limit keeps its promise.
+//
+// The sliding window log decides in Redis, exactly, as without leases.
+// Charge, Refund, Reserve and Peek go to Redis as without leases. See
+// docs/redis.md, "Leased quotas".
 func WithLeases(ttl time.Duration) Option {
 	return redisOption(ttl >= minLeaseTTL && ttl <= maxLeaseTTL, func(r *redisConfig) { r.leaseTTL = ttl },
 		"lease ttl %s must be from %s to %s", ttl, minLeaseTTL, maxLeaseTTL)
 }
 
 // leaseable reports whether a limiter of alg and limits decides from
-// leases under WithLeases: one limit of the fixed window, of the sliding
-// window counter counted in µs (unit 1: its windows' starts are times),
-// or of either bucket.
+// leases under WithLeases: of one limit or several, every one of the
+// fixed window, of the sliding window counter counted in µs (unit 1: its
+// windows' starts are times), or of either bucket.
 //
 // The sliding window log keeps deciding in Redis: a leased unit would be
 // logged when it is granted, so it would leave the log a period after its
@@ -52,16 +60,21 @@ func WithLeases(ttl time.Duration) Option {
 // could then admit more than its limit in a span of one period, the one
 // promise it is chosen for.
 func leaseable(alg algorithms.Algorithm, limits []algorithms.Limit) bool {
-	if len(limits) != 1 {
+	if len(limits) == 0 {
 		return false
 	}
-	switch alg {
-	case algorithms.FixedWindow, algorithms.TokenBucket, algorithms.LeakyBucket:
-		return true
-	case algorithms.SlidingWindowCounter:
-		return ratemath.ParamsFor(alg, limits[0]).Unit == 1
+	for _, lim := range limits {
+		switch alg {
+		case algorithms.FixedWindow, algorithms.TokenBucket, algorithms.LeakyBucket:
+		case algorithms.SlidingWindowCounter:
+			if ratemath.ParamsFor(alg, lim).Unit != 1 {
+				return false
+			}
+		default:
+			return false
+		}
 	}
-	return false
+	return true
 }
 
 // leaseMost is the largest lease of a limit of quota units.

@@ -29,8 +29,9 @@ const leaseBusy = 4
 // Redis with its window.
 const leaseReturnsCapacity = 256
 
-// leaseTable holds a leased limiter's leases, per key, and spends them in
-// memory under a shard's lock.
+// leaseTable holds a leased limiter's leases (or one limit's, of a
+// limiter of several: each limit has a table), per key, and spends them
+// in memory under a shard's lock.
 //
 // Invariant: a decision from the table admits only units that Redis
 // granted to this instance and counted in the key's window, before the
@@ -42,8 +43,11 @@ const leaseReturnsCapacity = 256
 // Capacity: leaseTableCapacity keys. A key the full table has no room for
 // is decided in Redis, exactly, as without leases: a full table never
 // gives a key free units, it only takes its decisions back to Redis
-// (TestLeaseTableFullDecidesExactly). Keys whose leases ended and that saw
-// no request for a ttl leave the table at the next sweep.
+// (TestLeaseTableFullDecidesExactly; for several limits, a key that one
+// limit's full table has no room for is decided exactly whatever the
+// others hold, TestLeasedLimitsFullTableDecidesExactly). Keys whose
+// leases ended and that saw no request for a ttl leave the table at the
+// next sweep.
 type leaseTable struct {
 	seed     maphash.Seed
 	size     atomic.Int64
@@ -122,6 +126,15 @@ type leaseSpend struct {
 	resetAt   int64 // leaseSpent: the last grant's reset
 	want      int   // leaseSeek, renew: the units to ask for
 	renew     bool  // leaseSpent: the caller asks for the next lease
+	// leaseSpent: the units taken from each of the key's leases, by id,
+	// for refill.
+	took [2]leaseTook
+}
+
+// leaseTook is units taken from the lease of id.
+type leaseTook struct {
+	id    string
+	units int
 }
 
 // spend takes cost units for key at now from its leases. With none
@@ -155,7 +168,8 @@ func (t *leaseTable) spend(key string, cost int, now, ttl int64, most int) lease
 		left := e.cur.left + e.next.units(now)
 		renew := !e.seeking && e.next.left == 0 && e.prefetch(left, now, ttl)
 		e.seeking = e.seeking || renew
-		return leaseSpend{outcome: leaseSpent, remaining: left + e.keyLeft, resetAt: e.resetAt, renew: renew, want: e.want(most)}
+		return leaseSpend{outcome: leaseSpent, remaining: left + e.keyLeft, resetAt: e.resetAt, renew: renew, want: e.want(most),
+			took: [2]leaseTook{{e.cur.id, n}, {e.next.id, cost - n}}}
 	}
 	if e.seeking || now < e.denied || max(e.demand, e.before) < leaseBusy {
 		return leaseSpend{outcome: leaseExact}
@@ -253,6 +267,34 @@ func (t *leaseTable) granted(key string, l heldLease, keyLeft int, resetAt, deni
 	default:
 		s.giveBack(key, &e.next)
 		e.next = l
+	}
+}
+
+// refill puts back into key's leases the units spend took from them (a
+// request of several limits that another limit could not admit from its
+// leases). Units go back only to the lease they came from, by id, as the
+// key's current or next lease: one given back or replaced since gets
+// none, and those units are lost to this instance (the strict side),
+// never moved into a lease of another window; one that ended keeps them
+// unspendable (TestLeaseTableRefill).
+func (t *leaseTable) refill(key string, took [2]leaseTook) {
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[key]
+	if e == nil {
+		return
+	}
+	for _, tk := range took {
+		if tk.units == 0 {
+			continue
+		}
+		switch tk.id {
+		case e.cur.id:
+			e.cur.left += tk.units
+		case e.next.id:
+			e.next.left += tk.units
+		}
 	}
 }
 

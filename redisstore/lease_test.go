@@ -162,7 +162,7 @@ func TestLeasesReachLimit(t *testing.T) {
 
 // driveUntilDenied sends key's requests to every limiter of ls in turn
 // until a whole turn is denied, and returns how many passed.
-func driveUntilDenied(t *testing.T, ls []*leasedLimiter, key string) int {
+func driveUntilDenied[L algorithms.Limiter](t *testing.T, ls []L, key string) int {
 	passed := 0
 	for {
 		some := false
@@ -353,7 +353,8 @@ func TestLeaseWorkerStopsOnClose(t *testing.T) {
 }
 
 // WithLeases takes a ttl from 10ms to 10 minutes; the sliding window log
-// and limiters of several limits decide exactly under it.
+// decides exactly under it, and limiters of several limits of the other
+// algorithms decide from leases too.
 func TestWithLeases(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = c.Close() })
@@ -383,13 +384,17 @@ func TestWithLeases(t *testing.T) {
 		{algorithms.SlidingWindowLog, []algorithms.Limit{lim}, false},
 		{algorithms.TokenBucket, []algorithms.Limit{lim}, true},
 		{algorithms.LeakyBucket, []algorithms.Limit{lim}, true},
-		{algorithms.FixedWindow, []algorithms.Limit{lim, {Rate: 100, Period: time.Minute}}, false},
+		{algorithms.FixedWindow, []algorithms.Limit{lim, {Rate: 100, Period: time.Minute}}, true},
+		{algorithms.TokenBucket, []algorithms.Limit{lim, {Rate: 100, Period: time.Minute}}, true},
+		{algorithms.SlidingWindowLog, []algorithms.Limit{lim, {Rate: 100, Period: time.Minute}}, false},
 	} {
 		l, err := algorithms.New(s, tc.alg, tc.limits...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, leased := l.(*leasedLimiter); leased != tc.leased {
+		_, one := l.(*leasedLimiter)
+		_, several := l.(*leasedLimits)
+		if leased := one && len(tc.limits) == 1 || several && len(tc.limits) > 1; leased != tc.leased {
 			t.Errorf("%s with %d limits: leased %v, want %v", tc.alg, len(tc.limits), leased, tc.leased)
 		}
 	}
