@@ -13,7 +13,7 @@
 #   make plots                draw docs/admitted-*.png, the algorithms under the same traffic, and
 #                             docs/throughput.png from docs/bench/compare.csv when it is there
 #   make loadtest [ARGS="..."] flood 3 example instances sharing one redis-server (about a minute)
-#   make bench-compare [ARGS="..."]  redlimit against its peers, one markdown report (about 6 minutes),
+#   make bench-compare [ARGS="..."]  redlimit against its peers, one markdown report (about 9 minutes),
 #                                    and the figures behind it in docs/bench/compare.csv
 #   make bench-http [ARGS="..."]     only the real-HTTP part of it, under wrk (about a minute)
 
