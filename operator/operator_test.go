@@ -48,12 +48,15 @@ func newAPI(t *testing.T, store algorithms.Store) api {
 }
 
 // call sends a request from client (an address) to path through api.
-func (a api) call(path, client string) int {
+func (a api) call(path, client string) int { return a.send(path, client).Code }
+
+// send is call returning the whole answer.
+func (a api) send(path, client string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodGet, path, nil)
 	r.RemoteAddr = client + ":1234"
 	rec := httptest.NewRecorder()
 	a.router.ServeHTTP(rec, r)
-	return rec.Code
+	return rec
 }
 
 // operate sends an operator's request and returns the recorder.
@@ -123,8 +126,9 @@ func TestResetThroughHandler(t *testing.T) {
 						t.Fatalf("step %d: reset answered %d %s", i, rec.Code, rec.Body)
 					}
 				}
-				if code := a.call(s.path, s.from); code != s.want {
-					t.Errorf("step %d: %s from %s: %d, want %d", i, s.path, s.from, code, s.want)
+				if rec := a.send(s.path, s.from); rec.Code != s.want {
+					t.Errorf("step %d: %s from %s: %d, want %d (headers %v, body %s)", i, s.path, s.from, rec.Code, s.want,
+						rec.Header(), rec.Body)
 				}
 			}
 			peek = operate(a.ops, http.MethodGet, "/policies/api", url.Values{"identity": {"ip:" + alice}, "route": {"/b/{id}"}})

@@ -92,9 +92,13 @@ func TestLeaseOutageFallsBack(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			l, _ := leasedOn(t, c, alg, leaseLimit(alg, 1000), time.Minute,
 				WithPrefix("out-"+string(alg)), WithEvictionAllowed())
-			leaseAllowed(t, l, "held")
+			untilBusy(t, l, "held")
+			leaseAllowed(t, l, "held") // a grant
 			waitUnseeking(t, l, "held")
-			res, err := l.Allow(context.Background(), "held", 1) // the lease of 1 from the first request
+			if units, _ := leaseUnits(l, "held"); units < 1 {
+				t.Fatalf("%d units leased to a busy key", units)
+			}
+			res, err := l.Allow(context.Background(), "held", 1) // from the lease
 			if err != nil || !res.Allowed || res.Decider != algorithms.DecidedByStore {
 				t.Fatalf("from a lease: %+v, %v", res, err)
 			}
@@ -154,8 +158,26 @@ func TestLeaseCloseWithRedisStopped(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	l, s := leasedOn(t, c, algorithms.FixedWindow, algorithms.Limit{Rate: 1000, Period: time.Minute}, time.Minute,
 		WithEvictionAllowed(), WithTimeout(50*time.Millisecond))
-	for i := range 500 {
-		leaseAllowed(t, l, keyName(i))
+	// Each key busy, so that it holds a lease. The deadline is short for
+	// Close's sake: a request it ends is decided locally, which is
+	// allowed here as long as most keys hold leases.
+	const keys = 500
+	for i := range keys {
+		for range leaseBusy {
+			if _, err := l.Allow(context.Background(), keyName(i), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	held := 0
+	for i := range keys {
+		waitUnseeking(t, l, keyName(i))
+		if units, _ := leaseUnits(l, keyName(i)); units > 0 {
+			held++
+		}
+	}
+	if held < keys/2 {
+		t.Fatalf("%d of %d keys hold leases, want most", held, keys)
 	}
 	srv.Stop()
 	began := time.Now()
