@@ -1,14 +1,16 @@
 package redisstore
 
 import (
+	"context"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Where a rate limit's script call is laid out: its script, keys and
-// arguments, for every kind of call, the batches' decisions and a call
-// alone (a decision, Peek, Reserve, Charge, Refund: see callAlone) alike.
+// Where a script call is laid out: its script, keys and arguments, for
+// every kind of call: a rate limit's, the batches' decisions and a call
+// alone (a decision, Peek, Reserve, Charge, Refund: see callAlone) alike;
+// a lease's grant and return; the debtors'.
 // A job's requests are its costs, or its list when it has one (a peek
 // "p1", a reservation "d…", a charge "o…", a refund "r…": the driver's
 // mini-language, lua/driver.lua).
@@ -222,4 +224,67 @@ func (l *redisLimiter) keysOf(key string, keys []string, id uint64) {
 		keys[i] = s[start:end]
 		start = end
 	}
+}
+
+// A lease's calls (lua/lease.lua): a grant, alone (grant) or in the lease
+// worker's pipelines, and a return, with their keys under the state's
+// hash tag.
+
+// grant sends a grant of want units, with the request of cost (0: none),
+// under lease id, with keys: leaseKeys, or grantKeys.
+func (l *leasedLimiter) grant(ctx context.Context, c redis.Scripter, keys []string, id string, cost, want int) *redis.Cmd {
+	return l.script.Run(ctx, c, keys, l.grantArgs(id, cost, want)...)
+}
+
+// grantArgs are the arguments of a grant of want units, with the request
+// of cost (0: a renewal, which decides none), under lease id (see
+// lua/lease.lua).
+func (l *leasedLimiter) grantArgs(id string, cost, want int) []any {
+	return []any{"g", id, cost, want, l.lifeArg, l.keep}
+}
+
+// returnArgs are the arguments of a return of left units of lease id.
+func returnArgs(id string, left int) []any { return []any{"r", id, left} }
+
+// runLease sends the lease script with keys and args through c, by its
+// SHA, or with its source when eval is set (see sendPipelined).
+func (l *leasedLimiter) runLease(ctx context.Context, c redis.Scripter, eval bool, keys []string, args ...any) *redis.Cmd {
+	if eval {
+		return l.script.Eval(ctx, c, keys, args...)
+	}
+	return l.script.EvalSha(ctx, c, keys, args...)
+}
+
+// leaseKeys are the keys of key's leases: the state, the grants' records
+// and the holders, under the state's hash tag.
+func (l *leasedLimiter) leaseKeys(key string) []string {
+	keys := make([]string, 1, 3)
+	l.keysOf(key, keys, 0)
+	return append(keys, keys[0]+":lease", keys[0]+":holders")
+}
+
+// grantKeys are key's leaseKeys and, last, the key under which a grant
+// of a request under callID keeps its reply: the key a charge sent under
+// callID looks for (see keysOf), so that the request counts once.
+func (l *leasedLimiter) grantKeys(key string, callID uint64) []string {
+	keys := make([]string, 2, 4)
+	l.keysOf(key, keys, callID)
+	once := keys[1]
+	return append(keys[:1], keys[0]+":lease", keys[0]+":holders", once)
+}
+
+// leaseID returns a new lease id, unique to the store.
+func (l *leasedLimiter) leaseID() string { return l.leaseIDOf(l.guard.ids.id()) }
+
+// leaseIDOf returns the lease id of call id.
+func (l *leasedLimiter) leaseIDOf(id uint64) string {
+	var b [48]byte
+	return string(l.guard.ids.appendID(append(b[:0], 'L'), id))
+}
+
+// debtorsCall lays out a call of the debtors script (lua/debtors.lua):
+// the prefix's debtors set, the store's id, op ("+" owes, "-" owes no
+// more, "?" asks) and how long the set is kept.
+func debtorsCall(set, id, op string) (keys []string, args []any) {
+	return []string{set}, []any{id, op, debtorTTL.Milliseconds()}
 }

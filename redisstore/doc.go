@@ -9,8 +9,8 @@
 // A request walks decide.go (the breaker, the deadline, the failure mode),
 // batcher.go and flush.go (same-key requests wait for one call; a flush
 // sends the ready keys in one pipeline; a key alone is a call of its
-// own), call_layout.go (where every rate-limit call's script, keys and
-// arguments are laid out), calls.go and send.go (where calls leave for
+// own), call_layout.go (where every call's script, keys and arguments
+// are laid out: a rate limit's, a lease's, the debtors'), calls.go and send.go (where calls leave for
 // Redis, the lost script sent again), args.go (a reply read), once.go (a
 // call counted once however often go-redis sends it) and migrate.go
 // (Cluster slots on the move). Peek, Reset, Reserve, Charge, Refund,

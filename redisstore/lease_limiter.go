@@ -159,48 +159,6 @@ func (l *leasedLimiter) afterFault(key string) bool {
 	return b.gatedLocked(queueKey{l.of, key}, l.guard.clock())
 }
 
-// grant sends a grant of want units, with the request of cost (0: none),
-// under lease id, with keys: leaseKeys, or grantKeys.
-func (l *leasedLimiter) grant(ctx context.Context, c redis.Scripter, keys []string, id string, cost, want int) *redis.Cmd {
-	return l.script.Run(ctx, c, keys, "g", id, cost, want, l.lifeArg, l.keep)
-}
-
-// runLease sends the lease script with keys and args through c, by its
-// SHA, or with its source when eval is set (see sendPipelined).
-func (l *leasedLimiter) runLease(ctx context.Context, c redis.Scripter, eval bool, keys []string, args ...any) *redis.Cmd {
-	if eval {
-		return l.script.Eval(ctx, c, keys, args...)
-	}
-	return l.script.EvalSha(ctx, c, keys, args...)
-}
-
-// leaseKeys are the keys of key's leases: the state, the grants' records
-// and the holders, under the state's hash tag.
-func (l *leasedLimiter) leaseKeys(key string) []string {
-	keys := make([]string, 1, 3)
-	l.keysOf(key, keys, 0)
-	return append(keys, keys[0]+":lease", keys[0]+":holders")
-}
-
-// grantKeys are key's leaseKeys and, last, the key under which a grant
-// of a request under callID keeps its reply: the key a charge sent under
-// callID looks for (see keysOf), so that the request counts once.
-func (l *leasedLimiter) grantKeys(key string, callID uint64) []string {
-	keys := make([]string, 2, 4)
-	l.keysOf(key, keys, callID)
-	once := keys[1]
-	return append(keys[:1], keys[0]+":lease", keys[0]+":holders", once)
-}
-
-// leaseID returns a new lease id, unique to the store.
-func (l *leasedLimiter) leaseID() string { return l.leaseIDOf(l.guard.ids.id()) }
-
-// leaseIDOf returns the lease id of call id.
-func (l *leasedLimiter) leaseIDOf(id uint64) string {
-	var b [48]byte
-	return string(l.guard.ids.appendID(append(b[:0], 'L'), id))
-}
-
 // grantReply is a grant's answer.
 type grantReply struct {
 	res     algorithms.Result

@@ -168,7 +168,7 @@ func (w *leaseWorker) sweep(all bool) {
 			n := min(len(returns), leaseBatch)
 			chunk := returns[:n]
 			sendPipelined(ctx, w.client, len(chunk), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
-				return l.runLease(ctx, p, eval, l.leaseKeys(chunk[i].key), "r", chunk[i].id, chunk[i].left)
+				return l.runLease(ctx, p, eval, l.leaseKeys(chunk[i].key), returnArgs(chunk[i].id, chunk[i].left)...)
 			})
 			returns = returns[n:]
 		}
@@ -201,7 +201,7 @@ func (w *leaseWorker) renewAll(batch []leaseRenewal) {
 	sent, sentNS := w.guard.clock(), w.guard.leaseNow()
 	cmds := sendPipelined(ctx, w.client, len(batch), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 		r := batch[i]
-		return r.l.runLease(ctx, p, eval, r.l.leaseKeys(r.key), "g", ids[i], 0, r.want, r.l.lifeArg, r.l.keep)
+		return r.l.runLease(ctx, p, eval, r.l.leaseKeys(r.key), r.l.grantArgs(ids[i], 0, r.want)...)
 	})
 	failed := false
 	for i, r := range batch {

@@ -265,7 +265,8 @@ func (d *debtors) tell(ctx context.Context, owes bool) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	n, err := debtorsScript.Run(ctx, d.client, []string{d.key}, d.id, op, debtorTTL.Milliseconds()).Int64()
+	keys, args := debtorsCall(d.key, d.id, op)
+	n, err := debtorsScript.Run(ctx, d.client, keys, args...).Int64()
 	if owes {
 		d.in = true // it may be listed even if the reply was lost
 	}
