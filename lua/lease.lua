@@ -14,11 +14,10 @@
 -- lease id before its last '.', as redisstore's ids "L<store>.<count>"
 -- are, or the whole id). All three
 -- share the key's hash tag. ARGV[1] is the operation, ARGV[2] the lease
--- id. A grant of a request may pass a KEYS[4], in the same slot: where it
--- keeps its reply for the fault path (see "g").
+-- id.
 --
--- "g", grant: ARGV[3] the cost of the request it decides (0: a renewal,
--- which decides none), ARGV[4] the units wanted, ARGV[5] the lease's
+-- "g", grant: ARGV[3] the cost of a request it decides with the grant (0,
+-- as redisstore's grants send: none), ARGV[4] the units wanted, ARGV[5] the lease's
 -- longest life (µs), ARGV[6] how long (ms) to keep the records past the
 -- lease's window (a bucket's: the lease's life). It decides the request as
 -- the algorithm's script does, then grants up to the units wanted, at most
@@ -34,13 +33,7 @@
 -- answers from it and grants nothing more. A new window forgets the
 -- previous one's records, and a key's records are forgotten when they pass
 -- MAX_RECORDS (a grant sent again then is decided again, and a return
--- gives nothing back: both on the strict side). With KEYS[4], a grant that
--- consumed a request keeps its reply there too, for ARGV[6] ms, and a
--- grant that finds KEYS[4] set decides nothing: a store that gave up on
--- the grant charges the request its twin admitted under the grant's call
--- id, and that charge, finding the grant's reply, counts nothing, or,
--- running first, keeps its own there (see driver.lua): the request
--- counts once, whichever runs first.
+-- gives nothing back: both on the strict side).
 --
 -- "r", return: ARGV[3] the units unspent. It gives back at most what the
 -- lease was granted, once per lease id, and only while the lease's window
@@ -74,9 +67,6 @@ if op == 'g' then
   if kept then
     return string.sub(kept, string.find(kept, '|', 1, true) + 1)
   end
-  if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
-    return '0 1 0 0 0 0 0'
-  end
   local cost, want, life, keep = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
   local ok, remaining, retry, reset = check(1, key, now, cost, RATE, PERIOD, BURST, UNIT)
   if not ok then
@@ -104,9 +94,6 @@ if op == 'g' then
     return reply
   end
   commit(1, key, now, cost + grant, RATE, PERIOD, BURST, UNIT)
-  if KEYS[4] and cost > 0 then
-    redis.call('SET', KEYS[4], reply, 'PX', keep)
-  end
   local px = math.max(math.ceil((wend - now) / 1000), 1) + keep
   local lend = grant > 0 and now + lasts or 0
   redis.call('HSET', records, id, string.format('%d %d %d 0|%s', grant, start, lend, reply))

@@ -226,15 +226,8 @@ func (l *redisLimiter) keysOf(key string, keys []string, id uint64) {
 	}
 }
 
-// A lease's calls (lua/lease.lua): a grant, alone (grant) or in the lease
-// worker's pipelines, and a return, with their keys under the state's
-// hash tag.
-
-// grant sends a grant of want units, with the request of cost (0: none),
-// under lease id, with keys: leaseKeys, or grantKeys.
-func (l *leasedLimiter) grant(ctx context.Context, c redis.Scripter, keys []string, id string, cost, want int) *redis.Cmd {
-	return l.script.Run(ctx, c, keys, l.grantArgs(id, cost, want)...)
-}
+// A lease's calls (lua/lease.lua), which the lease worker's pipelines
+// send: a grant and a return, with their keys under the state's hash tag.
 
 // grantArgs are the arguments of a grant of want units, with the request
 // of cost (0: a renewal, which decides none), under lease id (see
@@ -263,23 +256,10 @@ func (l *leasedLimiter) leaseKeys(key string) []string {
 	return append(keys, keys[0]+":lease", keys[0]+":holders")
 }
 
-// grantKeys are key's leaseKeys and, last, the key under which a grant
-// of a request under callID keeps its reply: the key a charge sent under
-// callID looks for (see keysOf), so that the request counts once.
-func (l *leasedLimiter) grantKeys(key string, callID uint64) []string {
-	keys := make([]string, 2, 4)
-	l.keysOf(key, keys, callID)
-	once := keys[1]
-	return append(keys[:1], keys[0]+":lease", keys[0]+":holders", once)
-}
-
 // leaseID returns a new lease id, unique to the store.
-func (l *leasedLimiter) leaseID() string { return l.leaseIDOf(l.guard.ids.id()) }
-
-// leaseIDOf returns the lease id of call id.
-func (l *leasedLimiter) leaseIDOf(id uint64) string {
+func (l *leasedLimiter) leaseID() string {
 	var b [48]byte
-	return string(l.guard.ids.appendID(append(b[:0], 'L'), id))
+	return string(l.guard.ids.appendID(append(b[:0], 'L'), l.guard.ids.id()))
 }
 
 // debtorsCall lays out a call of the debtors script (lua/debtors.lua):

@@ -13,9 +13,9 @@
 // are laid out: a rate limit's, a lease's, the debtors'), calls.go and send.go (where calls leave for
 // Redis, the lost script sent again), args.go (a reply read), once.go (a
 // call counted once however often go-redis sends it) and migrate.go
-// (Cluster slots on the move). Peek, Reset, Reserve, Charge, Refund,
-// concurrency leases and lease grants meet the breaker, the deadline and
-// the observer in single_call.go. Each
+// (Cluster slots on the move). Peek, Reset, Reserve, Charge, Refund and
+// concurrency leases meet the breaker, the deadline and the observer in
+// single_call.go. Each
 // mechanism states its invariant and capacity in its doc comment and
 // names the test that proves it: deadline.go, dial_watch.go and
 // dial_hook.go (refused dials), breaker_log.go, denials.go and
@@ -26,9 +26,10 @@
 // concurrency_releases.go (concurrency leases), version.go. crew.go
 // counts the goroutines the store starts, and close.go stops them and
 // sends what is owed (Store.Close). Under WithLeases: lease_option.go
-// (what is leased), lease_limiter.go (a decision from a lease, or a
-// grant), lease_table.go (leases per key) and lease_worker.go (renewals
-// and returns).
+// (what is leased), lease_limiter.go (a decision from a lease, or the
+// exact way) and lease_limits.go (several limits), lease_table.go (leases
+// per key and where a key turns busy) and lease_worker.go (grants and
+// returns).
 //
 // # Glossary
 //

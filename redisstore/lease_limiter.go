@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,11 +15,11 @@ import (
 )
 
 // leasedLimiter is a limiter of one limit under WithLeases (see
-// leaseable): it decides from the leases in
-// its table, and sends the requests it has no units for to Redis in a
-// grant, which decides the request exactly and brings back a lease; a key
-// whose grant is on its way, that Redis denied, or that the table has no
-// room for, is decided by the exact limiter it wraps, fault path and all.
+// leaseable): it decides from the leases in its table, and the requests
+// it has no units for by the exact limiter it wraps, batched, fault path
+// and all; when such a request of a busy key passes, the key's next lease
+// is asked for by the lease worker (a renewal), so no decision waits for
+// a grant.
 // Everything else (Peek, Reset, Refund, Charge, Reserve) is the exact
 // limiter's. It is also one limit's leases in a leasedLimits (a part),
 // which spends its table and has its renewals sent, never its Allow.
@@ -53,7 +52,7 @@ func (s *Store) leased(l *redisLimiter) algorithms.RateLimiter {
 	if ttl == 0 || !leaseable(l.alg, l.limits) {
 		return nil
 	}
-	w := s.leases.start(l.client, l.guard, ttl)
+	w := s.leases.start(l.client, l.guard, ttl, s.cfg.redis.leaseBusy)
 	if w == nil {
 		return nil // closed
 	}
@@ -69,15 +68,15 @@ func newLeasePart(l, of *redisLimiter, w *leaseWorker, ttl time.Duration) *lease
 	p := ratemath.ParamsFor(l.alg, l.limits[0])
 	quota := ratemath.QuotaOf(l.alg, l.limits[0])
 	ll := &leasedLimiter{redisLimiter: l, script: redis.NewScript(scripts.Lease(string(l.alg), p.Rate, p.Period, p.Burst, p.Unit)),
-		table: newLeaseTable(leaseTableCapacity), leases: w, ttl: ttl, most: leaseMost(quota), quota: quota,
+		table: newLeaseTable(leaseTableCapacity, w.busy), leases: w, ttl: ttl, most: leaseMost(quota), quota: quota,
 		period: ratemath.WindowOf(l.alg, l.limits[0]), keep: l.onceTTL,
 		lifeArg: strconv.FormatInt(ttl.Microseconds(), 10), of: of}
 	w.add(ll)
 	return ll
 }
 
-// Allow implements Limiter: from a lease when the key has one, else by a
-// grant that decides the request in Redis and brings a lease back.
+// Allow implements Limiter: from a lease when the key has one, else the
+// exact way, asking for a lease in the background when the key is busy.
 func (l *leasedLimiter) Allow(ctx context.Context, key string, cost int) (algorithms.Result, error) {
 	// The checks CheckRequest makes, of one limit; it says what failed.
 	if key == "" || len(key) > algorithms.MaxKeyLength || cost < 1 || cost > l.quota {
@@ -96,59 +95,22 @@ func (l *leasedLimiter) Allow(ctx context.Context, key string, cost int) (algori
 		return algorithms.Result{Allowed: true, Limit: l.quota, Remaining: sp.remaining,
 			ResetAfter: time.Duration(max(sp.resetAt-now, 0)), Period: l.period}, nil
 	case leaseSeek:
-		return l.grantAllow(ctx, key, cost, sp.want)
+		// The request is decided the exact way, batched with the store's
+		// other decisions; when it passes, the key's first lease comes
+		// by the renewal path, so that no decision waits for a grant.
+		res, err := l.redisLimiter.Allow(ctx, key, cost)
+		if err != nil || !res.Allowed || !l.leases.renew(l, key, sp.want) {
+			l.table.unseek(key)
+		}
+		return res, err
 	}
 	return l.redisLimiter.Allow(ctx, key, cost)
 }
 
-// grantAllow decides a request in a grant of want units more. When Redis
-// cannot take the call (breaker open, eviction possible, the context
-// ended) the exact limiter decides; when the call fails, the store's
-// failure mode does, as for any decision Redis did not make.
-func (l *leasedLimiter) grantAllow(ctx context.Context, key string, cost, want int) (algorithms.Result, error) {
-	g := l.guard
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if !g.breaker.Closed() || g.evict.distrusted() != nil || g.refusing() || ctx.Err() != nil || l.afterFault(key) {
-		l.table.unseek(key)
-		return l.redisLimiter.Allow(ctx, key, cost)
-	}
-	callID := g.ids.id()
-	sent, sentNS, id := g.clock(), g.leaseNow(), l.leaseIDOf(callID)
-	var reply string
-	err := g.call(ctx, func(ctx context.Context) error {
-		var err error
-		reply, err = l.grant(ctx, l.client, l.grantKeys(key, callID), id, cost, want).Text()
-		if err != nil {
-			return fmt.Errorf("redisstore: lease: %w", err)
-		}
-		return nil
-	})
-	if err == nil {
-		var res algorithms.Result
-		if res, err = l.install(key, id, reply, sent, sentNS); err == nil {
-			return res, nil
-		}
-	}
-	l.table.unseek(key)
-	if errors.Is(err, context.Canceled) {
-		return l.ended(ctx, key, cost, err)
-	}
-	// The grant may still run (Redis frozen or paused, a reply lost): the
-	// twin's admission is charged under the grant's call id, so that
-	// Redis counts the request once, by the grant or by the charge.
-	doubt := doubtOf(err, callID, callGroup{})
-	return l.failVia(key, cost, err, func(key string, cost int) (algorithms.Result, error) {
-		return l.guard.batcher.decideAndCharge(l.redisLimiter, key, cost, doubt, func() (algorithms.Result, error) {
-			return l.twinDecides(key, cost)
-		})
-	})
-}
-
 // afterFault reports whether key owes Redis what the twin of l.of
-// admitted, or is gated after a fault (gate.go): its requests then go the exact way,
-// through the gate, and take no lease until its debts have landed.
+// admitted, or is gated after a fault (gate.go): its requests then go the
+// exact way, through the gate, and take no lease until its debts have
+// landed.
 func (l *leasedLimiter) afterFault(key string) bool {
 	b := l.guard.batcher
 	if b.gated.Load() == 0 {
@@ -188,19 +150,18 @@ func (l *leasedLimiter) parseGrant(reply string) (grantReply, error) {
 
 // install reads the reply of a grant under lease id, sent at sent on the
 // store's clock and at sentNS on the leases' (guard.leaseNow), for key,
-// and keeps its lease in the table; it returns the request's Result, whose
-// Remaining counts the lease's units as this instance's.
-func (l *leasedLimiter) install(key, id, reply string, sent time.Time, sentNS int64) (algorithms.Result, error) {
+// and keeps its lease in the table.
+func (l *leasedLimiter) install(key, id, reply string, sent time.Time, sentNS int64) error {
 	gr, err := l.parseGrant(reply)
 	if err != nil {
-		return algorithms.Result{}, err
+		return err
 	}
 	part := l.of != l.redisLimiter
 	if !part {
 		// Redis's answer, grant counted, is where the twin starts from if
-		// Redis cannot answer next: without it the twin would start fresh.
-		// (A part's renewal answers for one limit of several: the exact
-		// limiter's decisions keep theirs.)
+		// Redis cannot answer next: the exact decisions that came before
+		// the lease said less. (A part's renewal answers for one limit of
+		// several: the exact limiter's decisions keep theirs.)
 		l.guard.said.remember(l.redisLimiter, key, sent, gr.res)
 	}
 	now := l.guard.leaseNow()
@@ -209,10 +170,11 @@ func (l *leasedLimiter) install(key, id, reply string, sent time.Time, sentNS in
 	switch {
 	case !gr.res.Allowed:
 		denied = now + int64(gr.res.RetryAfter)
-	case part && gr.granted == 0:
-		// A part's renewal decides no request, so nothing else would stop
-		// a key whose limit has nothing to lease from asking at every
-		// request: it asks again after a ttl, deciding exactly meanwhile.
+	case gr.granted == 0:
+		// A renewal decides no request, so nothing else would stop a key
+		// whose limit has nothing to lease from asking at every request
+		// Redis admits: it asks again after a ttl, deciding exactly
+		// meanwhile.
 		denied = now + int64(l.ttl)
 	}
 	if gr.granted > 0 {
@@ -221,10 +183,7 @@ func (l *leasedLimiter) install(key, id, reply string, sent time.Time, sentNS in
 		held = heldLease{id: id, left: gr.granted, end: sentNS + int64(gr.lasts), atEnd: gr.lasts < l.ttl}
 	}
 	l.table.granted(key, held, gr.res.Remaining, now+int64(gr.res.ResetAfter), denied, now)
-	if gr.res.Allowed {
-		gr.res.Remaining += gr.granted
-	}
-	return gr.res, nil
+	return nil
 }
 
 // Reset implements RateLimiter: the exact limiter's Reset, after

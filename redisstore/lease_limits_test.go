@@ -274,8 +274,8 @@ func TestLeasedLimitsFullTableDecidesExactly(t *testing.T) {
 			limits := twoLimits(alg, 100)
 			prefix := "plfull-" + string(alg)
 			l, _ := leasedLimitsOn(t, c, alg, limits, time.Minute, WithPrefix(prefix), WithEvictionAllowed())
-			l.parts[0].table = newLeaseTable(4)
-			l.parts[1].table = newLeaseTable(2)
+			l.parts[0].table = newLeaseTable(4, leaseBusy)
+			l.parts[1].table = newLeaseTable(2, leaseBusy)
 			probes := limitProbes(t, addr, prefix, alg, limits)
 			// Keys 0 and 1 find room in both tables, 2 and 3 in the
 			// first only; 4 in neither. leaseBusy requests a key, all

@@ -22,12 +22,13 @@ const leaseFraction = 8
 // WithLeases makes the store's limiters of the fixed window, the sliding
 // window counter and both buckets decide from leases: a key's requests
 // are decided in Redis as without leases until the key is busy on this
-// instance (4 units asked for within a ttl), and then the script call
-// that decides its request grants this instance a slice of the key's
-// limit (a lease: units of the current window, or a bucket's tokens) that
-// it spends in memory, for at most ttl and never past the window's end;
-// it asks for the next lease before this one runs out, and gives back
-// what it did not spend. Every unit leased is counted in Redis when it is
+// instance (8 units asked for within a ttl), and then Redis grants this
+// instance, in the background, a slice of the key's limit (a lease: units
+// of the current window, or a bucket's tokens) that it spends in memory,
+// for at most ttl and never past the window's end; it asks for the next
+// lease before this one runs out, and gives back what it did not spend.
+// A request that finds no units is decided in Redis, exactly, and never
+// waits for a grant. Every unit leased is counted in Redis when it is
 // granted, so the instances together admit no more than the limit per
 // window (a bucket: no more than Burst + Rate × (t + ttl) in any span t).
 // A lease is about what this instance asked for in the last ttl, at most

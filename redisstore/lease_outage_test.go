@@ -90,60 +90,6 @@ func TestLeasesOutageBound(t *testing.T) {
 	}
 }
 
-// A grant on its way when Redis freezes runs when Redis thaws, after the
-// store gave up on it and its twin admitted the request: the request is
-// then counted once, by the grant or by the twin's charge, never by both.
-// What Redis counts is the request and the units the grant leased (whose
-// reply the store never read).
-func TestLeaseGrantInDoubtCountsOnce(t *testing.T) {
-	srv := redistest.StartServer(t)
-	for _, alg := range leaseAlgorithms {
-		t.Run(string(alg), func(t *testing.T) {
-			prefix := "doubt-" + string(alg)
-			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-			t.Cleanup(func() { _ = c.Close() })
-			lim := leaseLimit(alg, 100)
-			l, s := leasedOn(t, c, alg, lim, 30*time.Second, WithPrefix(prefix), WithEvictionAllowed(), WithTimeout(50*time.Millisecond))
-			probe, err := algorithms.New(probeStore(t, c, WithPrefix(prefix), WithEvictionAllowed()), alg, lim)
-			if err != nil {
-				t.Fatal(err)
-			}
-			leaseAllowed(t, l, "warm") // Redis has the script
-			leaseAllowed(t, l, "k")    // decided exactly: the key's next request is a grant
-			srv.Freeze()
-			res, err := l.Allow(context.Background(), "k", 1)
-			srv.Thaw()
-			if err != nil || !res.Allowed || res.Decider != algorithms.DecidedLocally {
-				t.Fatalf("a request while Redis is frozen: %+v %v; want admitted locally", res, err)
-			}
-			for deadline := time.Now().Add(5 * time.Second); owedKeys(s) > 0; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the charge never landed")
-				}
-			}
-			leased := 0
-			records, err := c.HGetAll(context.Background(), l.leaseKeys("k")[1]).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for id, rec := range records {
-				if id != "w" {
-					var g int
-					fmt.Sscan(rec, &g)
-					leased += g
-				}
-			}
-			// Which of the grant and the charge runs first is the sockets'
-			// order once Redis thaws: the grant then leases, or finds the
-			// request charged and does nothing.
-			t.Logf("%d units leased by the grant", leased)
-			if u := used(t, probe, "k"); u != 2+leased {
-				t.Errorf("Redis counted %d: want the two requests once each and the %d units leased, %d", u, leased, 2+leased)
-			}
-		})
-	}
-}
-
 // A key gated after a fault (it owes what its twin admitted), and every
 // key while the breaker is open, asks for no renewal, as it takes no
 // grant: a renewal would lease units from a count that lacks the

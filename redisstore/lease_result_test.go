@@ -61,7 +61,7 @@ func TestLeaseEndsWithWindow(t *testing.T) {
 			untilBusy(t, l, "k") // decided exactly
 			// The window began in Redis before the first request returned.
 			by := time.Now().Add(period)
-			leaseAllowed(t, l, "k") // a grant
+			busyLease(t, l, "k")
 			s := l.table.shard("k")
 			s.mu.Lock()
 			cur := s.entries["k"].cur
@@ -93,8 +93,7 @@ func TestLeaseOutageFallsBack(t *testing.T) {
 			l, _ := leasedOn(t, c, alg, leaseLimit(alg, 1000), time.Minute,
 				WithPrefix("out-"+string(alg)), WithEvictionAllowed())
 			untilBusy(t, l, "held")
-			leaseAllowed(t, l, "held") // a grant
-			waitUnseeking(t, l, "held")
+			busyLease(t, l, "held")
 			if units, _ := leaseUnits(l, "held"); units < 1 {
 				t.Fatalf("%d units leased to a busy key", units)
 			}
@@ -128,9 +127,8 @@ func TestLeaseDecisionAllocatesNothing(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			l, _ := leasedOn(t, c, alg, algorithms.Limit{Rate: 1_000_000, Period: time.Hour}, time.Minute,
 				WithPrefix("alloc-"+string(alg)), WithEvictionAllowed())
-			untilBusy(t, l, "k")    // decided exactly
-			leaseAllowed(t, l, "k") // a grant
-			waitUnseeking(t, l, "k")
+			untilBusy(t, l, "k") // decided exactly
+			busyLease(t, l, "k")
 			// A lease far from its prefetch, so that no renewal (whose
 			// pipeline allocates) runs meanwhile.
 			s := l.table.shard("k")

@@ -57,13 +57,25 @@ type leaseSim struct {
 	size     leaseSimSize
 }
 
+// simBusy is where the simulations' keys turn busy (leaseTable.busy):
+// their instances ask a key for a few units a ttl (L/N a second, at ttl
+// 100 ms), and at leaseBusy much of that would be decided exactly, while
+// the simulations are of the leases.
+const simBusy = 2
+
+// withLeaseBusy makes a store's keys turn busy at busy units within a
+// ttl instead of leaseBusy.
+func withLeaseBusy(busy int) Option {
+	return func(c *config) { c.redis.leaseBusy = busy }
+}
+
 // newLeaseSim starts a run of size on addr under prefix, every store with
 // WithLeases(ttl), WithInstances(N) and opts.
 func newLeaseSim(t *testing.T, addr, prefix string, size leaseSimSize, alg algorithms.Algorithm, ttl time.Duration, opts ...Option) *leaseSim {
 	t.Helper()
 	sim := &leaseSim{t: t, size: size, admitted: make([]atomic.Int64, size.keys), refused: make([]atomic.Int64, size.keys),
 		heard: make([]atomic.Bool, size.n*size.keys)}
-	opts = append([]Option{WithPrefix(prefix), WithEvictionAllowed(), WithInstances(size.n)}, opts...)
+	opts = append([]Option{WithPrefix(prefix), WithEvictionAllowed(), WithInstances(size.n), withLeaseBusy(simBusy)}, opts...)
 	for range size.n {
 		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4 * size.goroutines})
 		t.Cleanup(func() { _ = c.Close() })

@@ -107,7 +107,7 @@ func newWinSim(t *testing.T, dial winDial, prefix string, size leaseSimSize, alg
 		c := redis.NewClient(ro)
 		t.Cleanup(func() { _ = c.Close() })
 		l, s := leasedOn(t, c, alg, winLimit(), winTTL, append([]Option{WithPrefix(prefix), WithEvictionAllowed(),
-			WithInstances(size.n), WithTimeout(10 * time.Second)}, opts...)...)
+			WithInstances(size.n), WithTimeout(10 * time.Second), withLeaseBusy(simBusy)}, opts...)...)
 		sim.stores, sim.ls, w.clients = append(sim.stores, s), append(sim.ls, l), append(w.clients, c)
 		if inst == 0 {
 			// Redis itself, for the poller: the first instance's address

@@ -17,12 +17,13 @@ const leaseShards = 64
 // leaseBusy is where a key turns busy: a key asked for fewer units than
 // this in the current span of ttl and the span before it is decided the
 // exact way, batched with the store's other decisions, and costs Redis
-// what it costs without leases; from leaseBusy on, its request seeks a
-// lease. Below it a lease would cost a grant, which is a call of its own,
-// and a return for the units it did not spend, for fewer decisions than
-// the exact way makes in as many calls shared with other keys
-// (BenchmarkMiddlewareLeased's "clients"; TestLeaseRoundTrips).
-const leaseBusy = 4
+// what it costs without leases; from leaseBusy on, a request without
+// units is still decided the exact way, and when it passes the key asks
+// for a lease in the background (a renewal). A lease costs Redis a grant
+// and often a return, each about as much Redis time as a few decisions
+// of a batch: below leaseBusy a lease would serve fewer decisions than it
+// costs (make bench-compare's per-client rows; TestLeaseRoundTrips).
+const leaseBusy = 8
 
 // leaseReturnsCapacity is the most unspent leases a shard keeps waiting to
 // be given back; beyond it a lease is not given back and simply ends in
@@ -52,6 +53,7 @@ type leaseTable struct {
 	seed     maphash.Seed
 	size     atomic.Int64
 	capacity int64
+	busy     int // where a key turns busy: leaseBusy, or a test's
 	shards   [leaseShards]leaseShard
 }
 
@@ -103,12 +105,14 @@ type leaseOutcome uint8
 
 const (
 	leaseSpent leaseOutcome = iota // admitted from a lease
-	leaseSeek                      // no units: the caller sends a grant
+	leaseSeek                      // no units: decide in Redis, then ask for a lease
 	leaseExact                     // no units and no grant: decide in Redis
 )
 
-func newLeaseTable(capacity int) *leaseTable {
-	t := &leaseTable{seed: maphash.MakeSeed(), capacity: int64(capacity)}
+// newLeaseTable returns a table of capacity keys that turn busy at busy
+// units within a ttl.
+func newLeaseTable(capacity, busy int) *leaseTable {
+	t := &leaseTable{seed: maphash.MakeSeed(), capacity: int64(capacity), busy: busy}
 	for i := range t.shards {
 		t.shards[i].entries = make(map[string]*leaseEntry)
 	}
@@ -138,8 +142,8 @@ type leaseTook struct {
 }
 
 // spend takes cost units for key at now from its leases. With none
-// enough, it has the caller seek a grant (at most one at a time per key)
-// or decide in Redis. ttl is the leases' longest life (ns), most the
+// enough, the caller decides in Redis, and, for a busy key, asks for a
+// lease when that admits (at most one on its way at a time per key). ttl is the leases' longest life (ns), most the
 // largest lease.
 func (t *leaseTable) spend(key string, cost int, now, ttl int64, most int) leaseSpend {
 	s := t.shard(key)
@@ -171,7 +175,7 @@ func (t *leaseTable) spend(key string, cost int, now, ttl int64, most int) lease
 		return leaseSpend{outcome: leaseSpent, remaining: left + e.keyLeft, resetAt: e.resetAt, renew: renew, want: e.want(most),
 			took: [2]leaseTook{{e.cur.id, n}, {e.next.id, cost - n}}}
 	}
-	if e.seeking || now < e.denied || max(e.demand, e.before) < leaseBusy {
+	if e.seeking || now < e.denied || max(e.demand, e.before) < t.busy {
 		return leaseSpend{outcome: leaseExact}
 	}
 	e.seeking = true

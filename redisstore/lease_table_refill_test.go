@@ -27,7 +27,7 @@ func TestLeaseTableRefill(t *testing.T) {
 		{"the key forgotten", func(tb *leaseTable) { tb.drop("k") }, -1, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tb := newLeaseTable(4)
+			tb := newLeaseTable(4, leaseBusy)
 			tb.spend("k", 1, 0, ttl, most) // creates the key's entry
 			tb.granted("k", lease("L1", 3, 50), 0, 0, 0, 0)
 			tb.granted("k", lease("L2", 2, 100), 0, 0, 0, 0)

@@ -46,6 +46,7 @@ type leaseWorker struct {
 	client    redis.UniversalClient
 	guard     *guard
 	ttl       time.Duration
+	busy      int // where the tables' keys turn busy (leaseTable.busy)
 	renewals  chan leaseRenewal
 	stopping  chan struct{}
 	done      chan struct{}
@@ -56,15 +57,18 @@ type leaseWorker struct {
 }
 
 // start starts the worker the first time, and returns it, or nil once it
-// was stopped.
-func (w *leaseWorker) start(client redis.UniversalClient, g *guard, ttl time.Duration) *leaseWorker {
+// was stopped. busy is where keys turn busy: 0 for leaseBusy.
+func (w *leaseWorker) start(client redis.UniversalClient, g *guard, ttl time.Duration, busy int) *leaseWorker {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil
 	}
 	if !w.started {
-		w.started, w.client, w.guard, w.ttl = true, client, g, ttl
+		w.started, w.client, w.guard, w.ttl, w.busy = true, client, g, ttl, leaseBusy
+		if busy > 0 {
+			w.busy = busy
+		}
 		w.renewals = make(chan leaseRenewal, leaseRenewalsCapacity)
 		w.stopping, w.done, w.flushReqs = make(chan struct{}), make(chan struct{}), make(chan chan struct{})
 		go w.run()
@@ -176,10 +180,9 @@ func (w *leaseWorker) sweep(all bool) {
 }
 
 // renewAll sends the grants of batch in one pipeline and keeps their
-// leases. As a grant (see grantAllow), it sends none while the breaker
-// is not closed, nor for a key gated after a fault: that key owes Redis
-// what its twin admitted, and a lease from a count that lacks it would
-// admit it again.
+// leases. It sends none while the breaker is not closed, nor for a key
+// gated after a fault: that key owes Redis what its twin admitted, and a
+// lease from a count that lacks it would admit it again.
 func (w *leaseWorker) renewAll(batch []leaseRenewal) {
 	closed, n := w.guard.breaker.Closed(), 0
 	for _, r := range batch {
@@ -207,7 +210,7 @@ func (w *leaseWorker) renewAll(batch []leaseRenewal) {
 	for i, r := range batch {
 		reply, err := cmds[i].Text()
 		if err == nil {
-			_, err = r.l.install(r.key, ids[i], reply, sent, sentNS)
+			err = r.l.install(r.key, ids[i], reply, sent, sentNS)
 		}
 		if err != nil {
 			failed = true

@@ -119,6 +119,7 @@ type redisConfig struct {
 	// (WithEvictionAllowed).
 	evictionAllowed bool
 	leaseTTL        time.Duration // WithLeases; 0: none
+	leaseBusy       int           // where keys turn busy; 0: leaseBusy (tests set it)
 }
 
 func defaultRedisConfig() redisConfig {

@@ -8,7 +8,7 @@ import (
 )
 
 // A single call is one script call outside the batches: Peek's, Reset's,
-// Reserve's, Charge's, Refund's, a lease's grant. call takes one through
+// Reserve's, Charge's, Refund's. call takes one through
 // the breaker, the store's deadline and the observer; within, through the
 // deadline alone. What a failure then decides (the failure mode, an error)
 // is the operation's.
