@@ -18,7 +18,7 @@ import (
 
 // UnaryClientInterceptor returns an interceptor that paces outbound unary
 // calls with limiter, a token or leaky bucket of algorithms.New
-// (algorithms.CanReserve), so that every client sharing its store keeps
+// (Algorithm.CanReserve), so that every client sharing its store keeps
 // within an upstream's quota together: each call reserves its units
 // (RateLimiter.Reserve) and waits the reservation's delay before it is
 // sent. A call whose context ends while it waits is not sent, fails with

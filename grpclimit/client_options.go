@@ -95,7 +95,7 @@ func newClientConfig(limiter algorithms.Limiter, opts []ClientOption) (*clientCo
 	}
 	var err error
 	switch {
-	case isNil(limiter) || !algorithms.CanReserve(limiter):
+	case isNil(limiter) || !canReserve(limiter):
 		err = errors.New("the limiter cannot reserve (only the token and leaky buckets of algorithms.New can)")
 	case c.maxDelay <= 0 || c.maxDelay > algorithms.MaxDelay:
 		err = fmt.Errorf("WithMaxDelay(%s): the delay must be above 0 and at most %s", c.maxDelay, algorithms.MaxDelay)

@@ -168,6 +168,13 @@ func (c *config) policyFor(fullMethod string) *policy {
 
 // isNil reports whether v is nil or a nil pointer (or map, func...) in an
 // interface.
+// canReserve reports whether l is a RateLimiter of an algorithm that can
+// reserve (Algorithm.CanReserve); l is not nil.
+func canReserve(l algorithms.Limiter) bool {
+	r, ok := l.(algorithms.RateLimiter)
+	return ok && r.Algorithm().CanReserve()
+}
+
 func isNil(v any) bool {
 	if v == nil {
 		return true

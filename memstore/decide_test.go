@@ -28,7 +28,7 @@ func TestMemoryOneLimitPathMatchesSeveral(t *testing.T) {
 				cost := 1 + rng.IntN(2)
 				var got, want algorithms.Result
 				var errGot, errWant error
-				if algorithms.CanReserve(one) && rng.IntN(3) == 0 {
+				if one.Algorithm().CanReserve() && rng.IntN(3) == 0 {
 					d := time.Duration(rng.IntN(300)) * time.Millisecond
 					got, errGot = one.Reserve(ctx, key, cost, d)
 					want, errWant = two.Reserve(ctx, key, cost, d)

@@ -128,8 +128,8 @@ func TestReserveRefused(t *testing.T) {
 				l := mustNew(t, store, alg, algorithms.PerSecond(10))
 				r := l.(algorithms.RateLimiter)
 				buckets := alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket
-				if got := algorithms.CanReserve(l); got != buckets {
-					t.Fatalf("algorithms.CanReserve %v", got)
+				if got := r.Algorithm().CanReserve(); got != buckets {
+					t.Fatalf("Algorithm().CanReserve %v", got)
 				}
 				_, err := r.Reserve(ctx, "k", 1, 100*ms)
 				if buckets != (err == nil) {
@@ -154,8 +154,8 @@ func TestReserveRefused(t *testing.T) {
 			})
 		}
 	}
-	if algorithms.CanReserve(nil) || algorithms.CanReserve((*redisLimiter)(nil)) {
-		t.Fatal("algorithms.CanReserve of nil")
+	if (*redisLimiter)(nil).Algorithm().CanReserve() {
+		t.Fatal("Algorithm().CanReserve of a nil limiter")
 	}
 }
 

@@ -165,8 +165,8 @@ func checkContract(t *testing.T, newStore func(t *testing.T) algorithms.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Algorithm() != algorithms.TokenBucket || !algorithms.CanReserve(l) {
-			t.Errorf("Algorithm %q, CanReserve %v; want %q, true", l.Algorithm(), algorithms.CanReserve(l), algorithms.TokenBucket)
+		if l.Algorithm() != algorithms.TokenBucket || !l.Algorithm().CanReserve() {
+			t.Errorf("Algorithm %q, CanReserve %v; want %q, true", l.Algorithm(), l.Algorithm().CanReserve(), algorithms.TokenBucket)
 		}
 		if ps := l.Policies(); len(ps) != 2 || ps[0].Quota != 2 || ps[1].Quota != 50 {
 			t.Errorf("Policies %+v, want quotas 2 and 50 in order", ps)
