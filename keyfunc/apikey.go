@@ -7,9 +7,9 @@ import (
 	"github.com/redlimit/redlimit/internal/keytext"
 )
 
-// MaxAPIKeyLen is the longest API key accepted, in bytes. Real keys are
+// maxAPIKeyLen is the longest API key accepted, in bytes. Real keys are
 // far shorter; the bound keeps hashing cheap whatever a client sends.
-const MaxAPIKeyLen = 256
+const maxAPIKeyLen = 256
 
 // APIKey returns a KeyFunc that keys a request by the API key in the named
 // header: "key:" followed by [HashAPIKey] of the key. The raw key never
@@ -17,7 +17,7 @@ const MaxAPIKeyLen = 256
 // response headers.
 //
 // A missing or empty header is an error wrapping [ErrNoAPIKey]. A key
-// longer than [MaxAPIKeyLen], or a header sent more than once (which of
+// longer than 256 bytes, or a header sent more than once (which of
 // two keys would count?), is an error wrapping [ErrInvalidAPIKey].
 //
 // Without [KnownAPIKey], APIKey does not check that the key is valid, and
@@ -50,7 +50,7 @@ func APIKey(header string, opts ...APIKeyOption) KeyFunc {
 			return "", ErrNoAPIKey
 		case len(values) > 1:
 			return "", errAPIKeyRepeated
-		case len(values[0]) > MaxAPIKeyLen:
+		case len(values[0]) > maxAPIKeyLen:
 			return "", errAPIKeyTooLong
 		case cfg.known != nil && !cfg.known(values[0]):
 			return "", errAPIKeyUnknown
@@ -64,7 +64,7 @@ func APIKey(header string, opts ...APIKeyOption) KeyFunc {
 // APIKey's errors hold nothing from the request, so they are made once.
 var (
 	errAPIKeyRepeated = fmt.Errorf("%w: header sent more than once", ErrInvalidAPIKey)
-	errAPIKeyTooLong  = fmt.Errorf("%w: longer than %d bytes", ErrInvalidAPIKey, MaxAPIKeyLen)
+	errAPIKeyTooLong  = fmt.Errorf("%w: longer than %d bytes", ErrInvalidAPIKey, maxAPIKeyLen)
 	errAPIKeyUnknown  = fmt.Errorf("%w: not a known key", ErrInvalidAPIKey)
 )
 

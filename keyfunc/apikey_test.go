@@ -19,11 +19,11 @@ func TestAPIKey(t *testing.T) {
 	}{
 		{name: "key hashed", header: "X-API-Key", values: []string{secret}, want: "key:" + HashAPIKey(secret)},
 		{name: "header name any case", header: "x-api-key", values: []string{secret}, want: "key:" + HashAPIKey(secret)},
-		{name: "longest accepted", header: "X-API-Key", values: []string{strings.Repeat("k", MaxAPIKeyLen)},
-			want: "key:" + HashAPIKey(strings.Repeat("k", MaxAPIKeyLen))},
+		{name: "longest accepted", header: "X-API-Key", values: []string{strings.Repeat("k", maxAPIKeyLen)},
+			want: "key:" + HashAPIKey(strings.Repeat("k", maxAPIKeyLen))},
 		{name: "missing", header: "X-API-Key", wantErr: ErrNoAPIKey},
 		{name: "empty", header: "X-API-Key", values: []string{""}, wantErr: ErrNoAPIKey},
-		{name: "too long", header: "X-API-Key", values: []string{secret + strings.Repeat("k", MaxAPIKeyLen)}, wantErr: ErrInvalidAPIKey},
+		{name: "too long", header: "X-API-Key", values: []string{secret + strings.Repeat("k", maxAPIKeyLen)}, wantErr: ErrInvalidAPIKey},
 		{name: "sent twice", header: "X-API-Key", values: []string{secret, secret + "2"}, wantErr: ErrInvalidAPIKey},
 		{name: "empty header name", header: "", values: []string{secret}, wantErr: ErrInvalidOption},
 	}

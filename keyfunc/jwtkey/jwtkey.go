@@ -18,11 +18,11 @@ import (
 
 // Bounds on what a bearer token may make us do.
 const (
-	// MaxTokenLen is the longest bearer token parsed, in bytes.
-	MaxTokenLen = 8 << 10
-	// MaxSubjectLen is the longest subject kept verbatim in a key; longer
+	// maxTokenLen is the longest bearer token parsed, in bytes.
+	maxTokenLen = 8 << 10
+	// maxSubjectLen is the longest subject kept verbatim in a key; longer
 	// subjects are hashed.
-	MaxSubjectLen = 256
+	maxSubjectLen = 256
 )
 
 // defaultMethods is the algorithm allow-list Subject applies unless told
@@ -57,13 +57,13 @@ var errAlgNone = errors.New(`alg "none" is never accepted`)
 // claims validation (jwt.WithoutClaimsValidation) are invalid.
 //
 // A missing header or another scheme (such as Basic) is an error wrapping
-// [keyfunc.ErrNoToken]. A token longer than [MaxTokenLen], one that fails to
+// [keyfunc.ErrNoToken]. A token longer than 8 KiB, one that fails to
 // verify, one without a subject, or two Authorization headers give an
 // error wrapping [keyfunc.ErrInvalidToken] and the jwt error that applies (such as
 // jwt.ErrTokenExpired). Error texts never hold the token or text taken
 // from it; an error from keyFunc is wrapped as it is.
 //
-// A subject longer than [MaxSubjectLen] bytes, or holding bytes other than
+// A subject longer than 256 bytes, or holding bytes other than
 // letters, digits and "-._~@+=:/", is hashed: "sub:#" followed by 32 hex
 // digits.
 //
@@ -106,7 +106,7 @@ func NewIssuerSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (keyfunc.Ke
 
 // subjectKey is Subject's key of verified claims.
 func subjectKey(c *jwt.RegisteredClaims) (string, error) {
-	return keytext.Namespaced("sub:", c.Subject, MaxSubjectLen, isIdentByte), nil
+	return keytext.Namespaced("sub:", c.Subject, maxSubjectLen, isIdentByte), nil
 }
 
 // issuerSubjectKey is IssuerSubject's key of verified claims. Neither
@@ -115,7 +115,7 @@ func issuerSubjectKey(c *jwt.RegisteredClaims) (string, error) {
 	if c.Issuer == "" {
 		return "", fmt.Errorf("%w: no issuer", keyfunc.ErrInvalidToken)
 	}
-	if len(c.Issuer)+len(c.Subject) <= MaxSubjectLen && keytext.AllSafe(c.Issuer, isIdentByte) && keytext.AllSafe(c.Subject, isIdentByte) {
+	if len(c.Issuer)+len(c.Subject) <= maxSubjectLen && keytext.AllSafe(c.Issuer, isIdentByte) && keytext.AllSafe(c.Subject, isIdentByte) {
 		return "iss:" + c.Issuer + ",sub:" + c.Subject, nil
 	}
 	return keytext.Namespaced("isub:", c.Issuer+"\x00"+c.Subject, 0, isIdentByte), nil
@@ -209,14 +209,14 @@ func bearerToken(r *http.Request) (string, error) {
 		return "", errNotBearer
 	}
 	v = v[len(scheme):]
-	if len(v) > MaxTokenLen+16 { // a little slack for extra spaces
+	if len(v) > maxTokenLen+16 { // a little slack for extra spaces
 		return "", errTokenTooLong
 	}
 	v = strings.TrimLeft(v, " ")
 	switch {
 	case v == "":
 		return "", errTokenEmpty
-	case len(v) > MaxTokenLen:
+	case len(v) > maxTokenLen:
 		return "", errTokenTooLong
 	}
 	return v, nil
@@ -226,7 +226,7 @@ func bearerToken(r *http.Request) (string, error) {
 var (
 	errTokenRepeated = fmt.Errorf("%w: Authorization header sent more than once", keyfunc.ErrInvalidToken)
 	errNotBearer     = fmt.Errorf("%w: Authorization is not a Bearer scheme", keyfunc.ErrNoToken)
-	errTokenTooLong  = fmt.Errorf("%w: longer than %d bytes", keyfunc.ErrInvalidToken, MaxTokenLen)
+	errTokenTooLong  = fmt.Errorf("%w: longer than %d bytes", keyfunc.ErrInvalidToken, maxTokenLen)
 	errTokenEmpty    = fmt.Errorf("%w: empty Bearer token", keyfunc.ErrInvalidToken)
 )
 

@@ -79,7 +79,7 @@ func TestJWTSubject(t *testing.T) {
 		{name: "token as scheme", req: newRequest("", map[string][]string{"Authorization": {valid}}), wantErr: []error{keyfunc.ErrNoToken}},
 		{name: "two Authorization headers", req: newRequest("", map[string][]string{"Authorization": {"Bearer " + valid, "Bearer " + valid}}),
 			wantErr: []error{keyfunc.ErrInvalidToken}},
-		{name: "too long", req: bearer(valid + strings.Repeat("A", MaxTokenLen)), wantErr: []error{keyfunc.ErrInvalidToken}},
+		{name: "too long", req: bearer(valid + strings.Repeat("A", maxTokenLen)), wantErr: []error{keyfunc.ErrInvalidToken}},
 		{name: "forged signature", req: bearer(valid[:strings.LastIndexByte(valid, '.')+1] + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
 			wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
 		{name: "forged claims", req: bearer(forgeSubject(t, valid, "mallory")), wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
