@@ -34,8 +34,11 @@ var (
 	ErrCostExceedsLimit = errors.New("algorithms: cost exceeds the limit's quota")
 	// ErrInvalidKey reports an empty key or one longer than MaxKeyLength.
 	ErrInvalidKey = errors.New("algorithms: invalid key")
-	// ErrInvalidOption reports a store option with a value it cannot use.
-	ErrInvalidOption = errors.New("algorithms: invalid option")
+	// ErrInvalidOption reports configuration that cannot be used: an
+	// option, argument or key function that redlimit's constructors (of
+	// this package, the stores, keyfunc and middleware) refuse, wrapped in
+	// an error that names it.
+	ErrInvalidOption = errors.New("redlimit: invalid option")
 	// ErrInvalidAge is returned (wrapped) by Refund for a negative age.
 	ErrInvalidAge = errors.New("algorithms: refund age must not be negative")
 )

@@ -26,7 +26,7 @@ import (
 // one whose turn is further off than WithMaxDelay or its deadline fails at
 // once with ResourceExhausted and RetryInfo, never sent and taking nothing.
 //
-// It refuses, with an error wrapping ErrInvalidOption, a limiter that
+// It refuses, with an error wrapping algorithms.ErrInvalidOption, a limiter that
 // cannot reserve, a nil option and the settings the options refuse.
 func UnaryClientInterceptor(limiter algorithms.Limiter, opts ...ClientOption) (grpc.UnaryClientInterceptor, error) {
 	c, err := newClientConfig(limiter, opts)

@@ -89,7 +89,7 @@ func newClientConfig(limiter algorithms.Limiter, opts []ClientOption) (*clientCo
 	}
 	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: client option %d is nil", ErrInvalidOption, i)
+			return nil, fmt.Errorf("%w: client option %d is nil", algorithms.ErrInvalidOption, i)
 		}
 		o(c)
 	}
@@ -105,7 +105,7 @@ func newClientConfig(limiter algorithms.Limiter, opts []ClientOption) (*clientCo
 		err = fmt.Errorf("WithClientTimeout(%s): the timeout must be positive", c.timeout)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %v", algorithms.ErrInvalidOption, err)
 	}
 	c.limiter = limiter.(algorithms.RateLimiter)
 	if c.key == nil {

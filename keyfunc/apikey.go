@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/keytext"
 )
 
@@ -26,10 +27,10 @@ const maxAPIKeyLen = 256
 // it KnownAPIKey, which turns an unknown key into an error wrapping
 // [ErrInvalidAPIKey] (so [FirstOf] goes on to the next function, such as
 // [IP]). An empty header name or KnownAPIKey(nil) makes every call fail with
-// [ErrInvalidOption]; a nil option is ignored.
+// [algorithms.ErrInvalidOption]; a nil option is ignored.
 func APIKey(header string, opts ...APIKeyOption) KeyFunc {
 	if header == "" {
-		return failing(fmt.Errorf("%w: APIKey: empty header name", ErrInvalidOption))
+		return failing(fmt.Errorf("%w: APIKey: empty header name", algorithms.ErrInvalidOption))
 	}
 	var cfg apiKeyConfig
 	for _, o := range opts {
@@ -81,11 +82,11 @@ type apiKeyConfig struct {
 // up or compare as the application stores keys) after the length bound has
 // been checked; it runs on every request, so it should be fast, and it must
 // not log the key. A nil known is a misconfiguration, not "every key":
-// the KeyFunc then fails every request with [ErrInvalidOption].
+// the KeyFunc then fails every request with [algorithms.ErrInvalidOption].
 func KnownAPIKey(known func(raw string) bool) APIKeyOption {
 	return func(c *apiKeyConfig) {
 		if known == nil {
-			c.err = fmt.Errorf("%w: KnownAPIKey: nil function", ErrInvalidOption)
+			c.err = fmt.Errorf("%w: KnownAPIKey: nil function", algorithms.ErrInvalidOption)
 			return
 		}
 		c.known = known

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 func TestAPIKey(t *testing.T) {
@@ -25,7 +27,7 @@ func TestAPIKey(t *testing.T) {
 		{name: "empty", header: "X-API-Key", values: []string{""}, wantErr: ErrNoAPIKey},
 		{name: "too long", header: "X-API-Key", values: []string{secret + strings.Repeat("k", maxAPIKeyLen)}, wantErr: ErrInvalidAPIKey},
 		{name: "sent twice", header: "X-API-Key", values: []string{secret, secret + "2"}, wantErr: ErrInvalidAPIKey},
-		{name: "empty header name", header: "", values: []string{secret}, wantErr: ErrInvalidOption},
+		{name: "empty header name", header: "", values: []string{secret}, wantErr: algorithms.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,7 +114,7 @@ func TestKnownAPIKey(t *testing.T) {
 }
 
 // A nil KnownAPIKey function is a misconfiguration, not "every key": every
-// request fails with ErrInvalidOption, even alongside a valid option. A nil
+// request fails with algorithms.ErrInvalidOption, even alongside a valid option. A nil
 // option configures nothing and is ignored.
 func TestAPIKeyNilOptions(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
@@ -126,8 +128,8 @@ func TestAPIKeyNilOptions(t *testing.T) {
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("X-API-Key", "sk_any")
-		if key, err := kf(r); !errors.Is(err, ErrInvalidOption) || key != "" {
-			t.Errorf("%s: %q %v, want ErrInvalidOption", name, key, err)
+		if key, err := kf(r); !errors.Is(err, algorithms.ErrInvalidOption) || key != "" {
+			t.Errorf("%s: %q %v, want algorithms.ErrInvalidOption", name, key, err)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/errlist"
 	"github.com/redlimit/redlimit/internal/keytext"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -67,7 +68,7 @@ var errAlgNone = errors.New(`alg "none" is never accepted`)
 // letters, digits and "-._~@+=:/", is hashed: "sub:#" followed by 32 hex
 // digits.
 //
-// If the options are invalid, every call fails with [keyfunc.ErrInvalidOption];
+// If the options are invalid, every call fails with [algorithms.ErrInvalidOption];
 // use [NewSubject] to learn that at start-up.
 func Subject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) keyfunc.KeyFunc {
 	kf, err := NewSubject(keyFunc, opts...)
@@ -78,7 +79,7 @@ func Subject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) keyfunc.KeyFunc {
 }
 
 // NewSubject is [Subject] with its options checked up front: it
-// returns an error wrapping [keyfunc.ErrInvalidOption] instead of a KeyFunc that
+// returns an error wrapping [algorithms.ErrInvalidOption] instead of a KeyFunc that
 // always fails.
 func NewSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (keyfunc.KeyFunc, error) {
 	return newJWT("jwtkey.Subject", subjectKey, keyFunc, opts)
@@ -125,7 +126,7 @@ func issuerSubjectKey(c *jwt.RegisteredClaims) (string, error) {
 // turns verified claims into the key.
 func newJWT(name string, key func(*jwt.RegisteredClaims) (string, error), keyFunc jwt.Keyfunc, opts []jwt.ParserOption) (keyfunc.KeyFunc, error) {
 	if keyFunc == nil {
-		return nil, fmt.Errorf("%w: %s: nil jwt.Keyfunc", keyfunc.ErrInvalidOption, name)
+		return nil, fmt.Errorf("%w: %s: nil jwt.Keyfunc", algorithms.ErrInvalidOption, name)
 	}
 	all := []jwt.ParserOption{
 		jwt.WithValidMethods(defaultMethods),
@@ -286,7 +287,7 @@ func probeParserOptions(opts []jwt.ParserOption) error {
 		return nil, errAlgNone
 	})
 	if reached {
-		return fmt.Errorf(`%w: jwtkey.Subject: the algorithm allow-list admits "none" (is jwt.WithValidMethods empty?)`, keyfunc.ErrInvalidOption)
+		return fmt.Errorf(`%w: jwtkey.Subject: the algorithm allow-list admits "none" (is jwt.WithValidMethods empty?)`, algorithms.ErrInvalidOption)
 	}
 
 	expired, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
@@ -301,7 +302,7 @@ func probeParserOptions(opts []jwt.ParserOption) error {
 	if _, err := p.ParseWithClaims(expired, &jwt.RegisteredClaims{}, func(*jwt.Token) (any, error) {
 		return probeKey, nil
 	}); err == nil {
-		return fmt.Errorf("%w: jwtkey.Subject: a token expired in 1970 was accepted (jwt.WithoutClaimsValidation, or a clock or leeway far off?)", keyfunc.ErrInvalidOption)
+		return fmt.Errorf("%w: jwtkey.Subject: a token expired in 1970 was accepted (jwt.WithoutClaimsValidation, or a clock or leeway far off?)", algorithms.ErrInvalidOption)
 	}
 	return nil
 }
