@@ -53,8 +53,7 @@ func (c *config) checkDelay() error {
 	case c.delay <= 0 || c.delay > algorithms.MaxDelay:
 		return fmt.Errorf("WithDelay(%s): the delay must be above 0 and at most %s", c.delay, algorithms.MaxDelay)
 	case !canReserve(c.limiter):
-		return fmt.Errorf("WithDelay: the limiter cannot delay a request (only the token and leaky buckets of algorithms.New can): %w",
-			algorithms.ErrInvalidOption)
+		return errors.New("WithDelay: the limiter cannot delay a request (only the token and leaky buckets of algorithms.New can)")
 	}
 	return nil
 }
