@@ -34,8 +34,11 @@ var (
 	ErrCostExceedsLimit = errors.New("algorithms: cost exceeds the limit's quota")
 	// ErrInvalidKey reports an empty key or one longer than MaxKeyLength.
 	ErrInvalidKey = errors.New("algorithms: invalid key")
-	// ErrInvalidOption reports a store option with a value it cannot use.
-	ErrInvalidOption = errors.New("algorithms: invalid option")
+	// ErrInvalidOption reports configuration that cannot be used: an
+	// option, argument or key function that redlimit's constructors (of
+	// this package, the stores, keyfunc and middleware) refuse, wrapped in
+	// an error that names it.
+	ErrInvalidOption = errors.New("redlimit: invalid option")
 	// ErrInvalidAge is returned (wrapped) by Refund for a negative age.
 	ErrInvalidAge = errors.New("algorithms: refund age must not be negative")
 )
@@ -96,34 +99,22 @@ func (l Limit) String() string {
 	return fmt.Sprintf("%d/%s", l.Rate, l.Period)
 }
 
-// Validate reports whether the limit can be enforced by any algorithm. A
-// limit needs a Rate from 1 to MaxRate, a Period from one millisecond to
-// MaxPeriod that is a whole number of microseconds, and a Burst from 0 to
-// MaxRate. New checks further bounds that depend on the algorithm; see
-// ValidateFor.
-func (l Limit) Validate() error {
-	switch {
-	case l.Rate <= 0 || l.Rate > MaxRate:
-		return fmt.Errorf("%w: rate %d must be from 1 to %d (for no limit, do not rate-limit)", ErrInvalidLimit, l.Rate, MaxRate)
-	case l.Period < time.Millisecond || l.Period > MaxPeriod:
-		return fmt.Errorf("%w: period %s must be from 1ms to %s", ErrInvalidLimit, l.Period, MaxPeriod)
-	case l.Period%time.Microsecond != 0:
-		return fmt.Errorf("%w: period %s must be a whole number of microseconds", ErrInvalidLimit, l.Period)
-	case l.Burst < 0 || l.Burst > MaxRate:
-		return fmt.Errorf("%w: burst %d must be from 0 to %d", ErrInvalidLimit, l.Burst, MaxRate)
-	}
-	return nil
-}
-
-// ValidateFor reports whether alg can enforce the limit exactly. Beyond
-// Validate: the sliding window log takes a Rate of at most
+// Validate reports whether alg can enforce the limit exactly. Every
+// algorithm needs a Rate from 1 to MaxRate, a Period from one millisecond
+// to MaxPeriod that is a whole number of microseconds, and a Burst from 0
+// to MaxRate; beyond that, the sliding window log takes a Rate of at most
 // MaxSlidingLogRate, and a bucket must refill from empty (Burst × Period /
 // Rate) within MaxRefill. Every other limit is exact on every store: where
 // microseconds would take a number past 2^53, the largest integer a Lua
 // number holds exactly, the algorithm counts time in a coarser unit that
-// divides the period (see the README's Limits section).
-func (l Limit) ValidateFor(alg Algorithm) error {
-	if err := l.Validate(); err != nil {
+// divides the period (see the README's Limits section). New calls it for
+// each limit; call it to check a configuration before building limiters.
+// An algorithm this package does not implement is ErrUnknownAlgorithm.
+func (l Limit) Validate(alg Algorithm) error {
+	if !alg.known() {
+		return fmt.Errorf("%w: %q", ErrUnknownAlgorithm, alg)
+	}
+	if err := l.validateAny(); err != nil {
 		return err
 	}
 	switch alg {
@@ -140,9 +131,24 @@ func (l Limit) ValidateFor(alg Algorithm) error {
 	return nil
 }
 
+// validateAny checks the bounds every algorithm shares (see Validate).
+func (l Limit) validateAny() error {
+	switch {
+	case l.Rate <= 0 || l.Rate > MaxRate:
+		return fmt.Errorf("%w: rate %d must be from 1 to %d (for no limit, do not rate-limit)", ErrInvalidLimit, l.Rate, MaxRate)
+	case l.Period < time.Millisecond || l.Period > MaxPeriod:
+		return fmt.Errorf("%w: period %s must be from 1ms to %s", ErrInvalidLimit, l.Period, MaxPeriod)
+	case l.Period%time.Microsecond != 0:
+		return fmt.Errorf("%w: period %s must be a whole number of microseconds", ErrInvalidLimit, l.Period)
+	case l.Burst < 0 || l.Burst > MaxRate:
+		return fmt.Errorf("%w: burst %d must be from 0 to %d", ErrInvalidLimit, l.Burst, MaxRate)
+	}
+	return nil
+}
+
 // Refill is the time a bucket of l (TokenBucket, LeakyBucket) takes to
 // refill from empty: Burst × Period / Rate, rounded up to the microsecond.
-// It is 0 for a limit whose refill exceeds MaxRefill, which ValidateFor
+// It is 0 for a limit whose refill exceeds MaxRefill, which Validate
 // refuses for the buckets.
 func (l Limit) Refill() time.Duration {
 	us, ok := refillMicros(l)
@@ -200,7 +206,7 @@ var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter
 // A request passes only when every limit allows it, and then consumes from
 // all of them; otherwise it consumes from none. New refuses an unknown
 // algorithm, an empty list of limits, a limit alg cannot enforce (see
-// ValidateFor) and two limits that alg treats as one (the window algorithms
+// Validate) and two limits that alg treats as one (the window algorithms
 // ignore Burst).
 func New(store Store, alg Algorithm, limits ...Limit) (RateLimiter, error) {
 	if store == nil {
@@ -214,7 +220,7 @@ func New(store Store, alg Algorithm, limits ...Limit) (RateLimiter, error) {
 	}
 	seen := make(map[limitID]bool, len(limits))
 	for _, l := range limits {
-		if err := l.ValidateFor(alg); err != nil {
+		if err := l.Validate(alg); err != nil {
 			return nil, err
 		}
 		// Two limits with one state would be charged twice per request.

@@ -17,13 +17,7 @@ import (
 // MaxDelay is the longest delay a reservation may be asked to wait.
 const MaxDelay = time.Hour
 
-// CanReserve reports whether l is a limiter New returned for an algorithm
-// that can reserve: TokenBucket or LeakyBucket.
-func CanReserve(l Limiter) bool {
-	r, ok := l.(RateLimiter)
-	return ok && r != nil && r.Algorithm().CanReserve()
-}
-
 // CanReserve reports whether a can reserve (RateLimiter.Reserve): the
-// buckets, TokenBucket and LeakyBucket, can.
+// buckets, TokenBucket and LeakyBucket, can. A limiter l can when it is a
+// RateLimiter whose l.Algorithm().CanReserve().
 func (a Algorithm) CanReserve() bool { return a == TokenBucket || a == LeakyBucket }

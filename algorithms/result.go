@@ -30,7 +30,7 @@ type Result struct {
 	// bucket algorithms the time a bucket takes to refill from empty
 	// (Burst × Period / Rate, rounded up to the microsecond), so that Limit
 	// per Period is both the burst and the sustained rate. (A bucket that
-	// counts time in a unit coarser than 1µs, see ValidateFor, is full at
+	// counts time in a unit coarser than 1µs, see Limit.Validate, is full at
 	// the start of a unit: its ResetAfter can pass Period by less than one.)
 	Period time.Duration
 	// Index is the binding limit's position among the limits given to New,

@@ -70,7 +70,7 @@ func Wait(ctx context.Context, l Limiter, key string, cost int) (Result, error) 
 		return Result{}, fmt.Errorf("%w: Wait for %d", ErrInvalidCost, cost)
 	}
 	rl, reserving := l.(RateLimiter)
-	reserving = reserving && CanReserve(l)
+	reserving = reserving && rl.Algorithm().CanReserve()
 	for {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err

@@ -155,7 +155,7 @@ func (d *decoder) limitList(parent, n *yaml.Node, path string, alg algorithms.Al
 			d.fail(valueNode(item, "burst"), join(path, "burst"), "%s has no burst: only token_bucket and leaky_bucket do", alg)
 		}
 		if l.Rate > 0 && l.Period > 0 && alg != "" {
-			if err := l.ValidateFor(alg); err != nil {
+			if err := l.Validate(alg); err != nil {
 				d.fail(item, path, "%s", strings.TrimPrefix(err.Error(), algorithms.ErrInvalidLimit.Error()+": "))
 			}
 		}

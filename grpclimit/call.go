@@ -14,14 +14,14 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// MaxForwardedLen bounds the forwarding metadata (x-forwarded-for and
+// maxForwardedLen bounds the forwarding metadata (x-forwarded-for and
 // forwarded, all values together) of a call, in bytes: a call with more is
 // refused with InvalidArgument before its key is derived. keyfunc reads at
 // most this much of a chain anyway; real chains are well under a kilobyte.
-const MaxForwardedLen = 8 << 10
+const maxForwardedLen = 8 << 10
 
 // errForwardedTooLong refuses a call whose forwarding metadata is past
-// MaxForwardedLen.
+// maxForwardedLen.
 var errForwardedTooLong = errors.New("grpclimit: forwarding metadata too long")
 
 // CallRequest returns the stand-in HTTP request that key functions
@@ -66,7 +66,7 @@ func CallRequest(ctx context.Context, fullMethod string) *http.Request {
 }
 
 // forwardedTooLong reports whether r's forwarding headers, all values
-// together, are longer than MaxForwardedLen.
+// together, are longer than maxForwardedLen.
 func forwardedTooLong(r *http.Request) bool {
 	n := 0
 	for _, name := range [...]string{"X-Forwarded-For", "Forwarded"} {
@@ -74,7 +74,7 @@ func forwardedTooLong(r *http.Request) bool {
 			n += len(v)
 		}
 	}
-	return n > MaxForwardedLen
+	return n > maxForwardedLen
 }
 
 // maxMethodLen bounds the full method name kept verbatim in a Method key.

@@ -18,7 +18,7 @@ import (
 
 // UnaryClientInterceptor returns an interceptor that paces outbound unary
 // calls with limiter, a token or leaky bucket of algorithms.New
-// (algorithms.CanReserve), so that every client sharing its store keeps
+// (Algorithm.CanReserve), so that every client sharing its store keeps
 // within an upstream's quota together: each call reserves its units
 // (RateLimiter.Reserve) and waits the reservation's delay before it is
 // sent. A call whose context ends while it waits is not sent, fails with
@@ -26,7 +26,7 @@ import (
 // one whose turn is further off than WithMaxDelay or its deadline fails at
 // once with ResourceExhausted and RetryInfo, never sent and taking nothing.
 //
-// It refuses, with an error wrapping ErrInvalidOption, a limiter that
+// It refuses, with an error wrapping algorithms.ErrInvalidOption, a limiter that
 // cannot reserve, a nil option and the settings the options refuse.
 func UnaryClientInterceptor(limiter algorithms.Limiter, opts ...ClientOption) (grpc.UnaryClientInterceptor, error) {
 	c, err := newClientConfig(limiter, opts)

@@ -89,13 +89,13 @@ func newClientConfig(limiter algorithms.Limiter, opts []ClientOption) (*clientCo
 	}
 	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: client option %d is nil", ErrInvalidOption, i)
+			return nil, fmt.Errorf("%w: client option %d is nil", algorithms.ErrInvalidOption, i)
 		}
 		o(c)
 	}
 	var err error
 	switch {
-	case isNil(limiter) || !algorithms.CanReserve(limiter):
+	case isNil(limiter) || !canReserve(limiter):
 		err = errors.New("the limiter cannot reserve (only the token and leaky buckets of algorithms.New can)")
 	case c.maxDelay <= 0 || c.maxDelay > algorithms.MaxDelay:
 		err = fmt.Errorf("WithMaxDelay(%s): the delay must be above 0 and at most %s", c.maxDelay, algorithms.MaxDelay)
@@ -105,7 +105,7 @@ func newClientConfig(limiter algorithms.Limiter, opts []ClientOption) (*clientCo
 		err = fmt.Errorf("WithClientTimeout(%s): the timeout must be positive", c.timeout)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %v", algorithms.ErrInvalidOption, err)
 	}
 	c.limiter = limiter.(algorithms.RateLimiter)
 	if c.key == nil {

@@ -14,10 +14,6 @@ import (
 	"github.com/redlimit/redlimit/middleware"
 )
 
-// ErrInvalidOption is wrapped by the error the constructors return for
-// configuration that no call could be served with.
-var ErrInvalidOption = errors.New("grpclimit: invalid option")
-
 // defaultUnavailableAfter is an Unavailable answer's retry delay unless
 // WithUnavailableRetryAfter says otherwise, as the HTTP middleware's 503.
 const defaultUnavailableAfter = time.Second
@@ -74,12 +70,12 @@ func newConfig(limiter algorithms.Limiter, opts []Option) (*config, error) {
 	}
 	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
+			return nil, fmt.Errorf("%w: option %d is nil", algorithms.ErrInvalidOption, i)
 		}
 		o(c)
 	}
 	if err := c.check(limiter); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %v", algorithms.ErrInvalidOption, err)
 	}
 	if c.keyFunc == nil {
 		c.keyFunc = keyfunc.IP()
@@ -168,6 +164,13 @@ func (c *config) policyFor(fullMethod string) *policy {
 
 // isNil reports whether v is nil or a nil pointer (or map, func...) in an
 // interface.
+// canReserve reports whether l is a RateLimiter of an algorithm that can
+// reserve (Algorithm.CanReserve); l is not nil.
+func canReserve(l algorithms.Limiter) bool {
+	r, ok := l.(algorithms.RateLimiter)
+	return ok && r.Algorithm().CanReserve()
+}
+
 func isNil(v any) bool {
 	if v == nil {
 		return true

@@ -13,7 +13,7 @@ import (
 )
 
 // TestConfigErrors: configuration no call could be served with is refused
-// by every constructor, with an error wrapping ErrInvalidOption.
+// by every constructor, with an error wrapping algorithms.ErrInvalidOption.
 func TestConfigErrors(t *testing.T) {
 	l := newLimiter(t, algorithms.FixedWindow, algorithms.PerMinute(1))
 	var nilObserver *recorder
@@ -44,8 +44,8 @@ func TestConfigErrors(t *testing.T) {
 			_, err2 := grpclimit.StreamServerInterceptor(tt.limiter, tt.opts...)
 			_, err3 := grpclimit.NewMiddlewareLimiter(tt.limiter, tt.opts...)
 			for _, err := range []error{err1, err2, err3} {
-				if !errors.Is(err, grpclimit.ErrInvalidOption) {
-					t.Fatalf("error %v, want one wrapping ErrInvalidOption", err)
+				if !errors.Is(err, algorithms.ErrInvalidOption) {
+					t.Fatalf("error %v, want one wrapping algorithms.ErrInvalidOption", err)
 				}
 			}
 		})
@@ -75,8 +75,8 @@ func TestClientConfigErrors(t *testing.T) {
 			_, err1 := grpclimit.UnaryClientInterceptor(tt.limiter, tt.opts...)
 			_, err2 := grpclimit.StreamClientInterceptor(tt.limiter, tt.opts...)
 			for _, err := range []error{err1, err2} {
-				if !errors.Is(err, grpclimit.ErrInvalidOption) {
-					t.Fatalf("error %v, want one wrapping ErrInvalidOption", err)
+				if !errors.Is(err, algorithms.ErrInvalidOption) {
+					t.Fatalf("error %v, want one wrapping algorithms.ErrInvalidOption", err)
 				}
 			}
 		})

@@ -135,7 +135,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithClock sets the clock x-ratelimit-reset is counted from (default
-// time.Now), for tests with algorithms.ManualClock. A nil clock is refused.
+// time.Now), for tests with storetest.ManualClock. A nil clock is refused.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now, c.nowSet = now, true }
 }

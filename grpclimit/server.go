@@ -15,7 +15,7 @@ import (
 // package documentation lists, its handler never run.
 //
 // Configuration that no call could be served with is refused here, with
-// an error wrapping ErrInvalidOption: a nil limiter or option, WithSkip(nil),
+// an error wrapping algorithms.ErrInvalidOption: a nil limiter or option, WithSkip(nil),
 // an unknown failure policy, a nil pointer as the Observer, a timeout or
 // retry delay that is not positive, an invalid policy name or method.
 func UnaryServerInterceptor(limiter algorithms.Limiter, opts ...Option) (grpc.UnaryServerInterceptor, error) {

@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/keytext"
 )
 
-// MaxAPIKeyLen is the longest API key accepted, in bytes. Real keys are
+// maxAPIKeyLen is the longest API key accepted, in bytes. Real keys are
 // far shorter; the bound keeps hashing cheap whatever a client sends.
-const MaxAPIKeyLen = 256
+const maxAPIKeyLen = 256
 
 // APIKey returns a KeyFunc that keys a request by the API key in the named
 // header: "key:" followed by [HashAPIKey] of the key. The raw key never
@@ -17,7 +18,7 @@ const MaxAPIKeyLen = 256
 // response headers.
 //
 // A missing or empty header is an error wrapping [ErrNoAPIKey]. A key
-// longer than [MaxAPIKeyLen], or a header sent more than once (which of
+// longer than 256 bytes, or a header sent more than once (which of
 // two keys would count?), is an error wrapping [ErrInvalidAPIKey].
 //
 // Without [KnownAPIKey], APIKey does not check that the key is valid, and
@@ -26,10 +27,10 @@ const MaxAPIKeyLen = 256
 // it KnownAPIKey, which turns an unknown key into an error wrapping
 // [ErrInvalidAPIKey] (so [FirstOf] goes on to the next function, such as
 // [IP]). An empty header name or KnownAPIKey(nil) makes every call fail with
-// [ErrInvalidOption]; a nil option is ignored.
+// [algorithms.ErrInvalidOption]; a nil option is ignored.
 func APIKey(header string, opts ...APIKeyOption) KeyFunc {
 	if header == "" {
-		return failing(fmt.Errorf("%w: APIKey: empty header name", ErrInvalidOption))
+		return failing(fmt.Errorf("%w: APIKey: empty header name", algorithms.ErrInvalidOption))
 	}
 	var cfg apiKeyConfig
 	for _, o := range opts {
@@ -50,7 +51,7 @@ func APIKey(header string, opts ...APIKeyOption) KeyFunc {
 			return "", ErrNoAPIKey
 		case len(values) > 1:
 			return "", errAPIKeyRepeated
-		case len(values[0]) > MaxAPIKeyLen:
+		case len(values[0]) > maxAPIKeyLen:
 			return "", errAPIKeyTooLong
 		case cfg.known != nil && !cfg.known(values[0]):
 			return "", errAPIKeyUnknown
@@ -64,7 +65,7 @@ func APIKey(header string, opts ...APIKeyOption) KeyFunc {
 // APIKey's errors hold nothing from the request, so they are made once.
 var (
 	errAPIKeyRepeated = fmt.Errorf("%w: header sent more than once", ErrInvalidAPIKey)
-	errAPIKeyTooLong  = fmt.Errorf("%w: longer than %d bytes", ErrInvalidAPIKey, MaxAPIKeyLen)
+	errAPIKeyTooLong  = fmt.Errorf("%w: longer than %d bytes", ErrInvalidAPIKey, maxAPIKeyLen)
 	errAPIKeyUnknown  = fmt.Errorf("%w: not a known key", ErrInvalidAPIKey)
 )
 
@@ -81,11 +82,11 @@ type apiKeyConfig struct {
 // up or compare as the application stores keys) after the length bound has
 // been checked; it runs on every request, so it should be fast, and it must
 // not log the key. A nil known is a misconfiguration, not "every key":
-// the KeyFunc then fails every request with [ErrInvalidOption].
+// the KeyFunc then fails every request with [algorithms.ErrInvalidOption].
 func KnownAPIKey(known func(raw string) bool) APIKeyOption {
 	return func(c *apiKeyConfig) {
 		if known == nil {
-			c.err = fmt.Errorf("%w: KnownAPIKey: nil function", ErrInvalidOption)
+			c.err = fmt.Errorf("%w: KnownAPIKey: nil function", algorithms.ErrInvalidOption)
 			return
 		}
 		c.known = known

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 func TestAPIKey(t *testing.T) {
@@ -19,13 +21,13 @@ func TestAPIKey(t *testing.T) {
 	}{
 		{name: "key hashed", header: "X-API-Key", values: []string{secret}, want: "key:" + HashAPIKey(secret)},
 		{name: "header name any case", header: "x-api-key", values: []string{secret}, want: "key:" + HashAPIKey(secret)},
-		{name: "longest accepted", header: "X-API-Key", values: []string{strings.Repeat("k", MaxAPIKeyLen)},
-			want: "key:" + HashAPIKey(strings.Repeat("k", MaxAPIKeyLen))},
+		{name: "longest accepted", header: "X-API-Key", values: []string{strings.Repeat("k", maxAPIKeyLen)},
+			want: "key:" + HashAPIKey(strings.Repeat("k", maxAPIKeyLen))},
 		{name: "missing", header: "X-API-Key", wantErr: ErrNoAPIKey},
 		{name: "empty", header: "X-API-Key", values: []string{""}, wantErr: ErrNoAPIKey},
-		{name: "too long", header: "X-API-Key", values: []string{secret + strings.Repeat("k", MaxAPIKeyLen)}, wantErr: ErrInvalidAPIKey},
+		{name: "too long", header: "X-API-Key", values: []string{secret + strings.Repeat("k", maxAPIKeyLen)}, wantErr: ErrInvalidAPIKey},
 		{name: "sent twice", header: "X-API-Key", values: []string{secret, secret + "2"}, wantErr: ErrInvalidAPIKey},
-		{name: "empty header name", header: "", values: []string{secret}, wantErr: ErrInvalidOption},
+		{name: "empty header name", header: "", values: []string{secret}, wantErr: algorithms.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,7 +114,7 @@ func TestKnownAPIKey(t *testing.T) {
 }
 
 // A nil KnownAPIKey function is a misconfiguration, not "every key": every
-// request fails with ErrInvalidOption, even alongside a valid option. A nil
+// request fails with algorithms.ErrInvalidOption, even alongside a valid option. A nil
 // option configures nothing and is ignored.
 func TestAPIKeyNilOptions(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
@@ -126,8 +128,8 @@ func TestAPIKeyNilOptions(t *testing.T) {
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("X-API-Key", "sk_any")
-		if key, err := kf(r); !errors.Is(err, ErrInvalidOption) || key != "" {
-			t.Errorf("%s: %q %v, want ErrInvalidOption", name, key, err)
+		if key, err := kf(r); !errors.Is(err, algorithms.ErrInvalidOption) || key != "" {
+			t.Errorf("%s: %q %v, want algorithms.ErrInvalidOption", name, key, err)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/errlist"
 )
 
@@ -25,7 +26,7 @@ const Separator = "|"
 // had sent none. Keys from functions outside this package should carry a
 // namespace of their own to stay apart from these.
 //
-// With no functions, or a nil one, every call fails with [ErrInvalidOption].
+// With no functions, or a nil one, every call fails with [algorithms.ErrInvalidOption].
 func FirstOf(fns ...KeyFunc) KeyFunc {
 	fns, err := checkFuncs("FirstOf", fns)
 	if err != nil {
@@ -55,7 +56,7 @@ func FirstOf(fns ...KeyFunc) KeyFunc {
 // forge a separator; keys made by this package contain neither and pass
 // unchanged.
 //
-// With no functions, or a nil one, every call fails with [ErrInvalidOption].
+// With no functions, or a nil one, every call fails with [algorithms.ErrInvalidOption].
 func Join(fns ...KeyFunc) KeyFunc {
 	fns, err := checkFuncs("Join", fns)
 	if err != nil {
@@ -82,11 +83,11 @@ func Join(fns ...KeyFunc) KeyFunc {
 
 func checkFuncs(name string, fns []KeyFunc) ([]KeyFunc, error) {
 	if len(fns) == 0 {
-		return nil, fmt.Errorf("%w: %s needs at least one function", ErrInvalidOption, name)
+		return nil, fmt.Errorf("%w: %s needs at least one function", algorithms.ErrInvalidOption, name)
 	}
 	for i, fn := range fns {
 		if fn == nil {
-			return nil, fmt.Errorf("%w: %s: function %d is nil", ErrInvalidOption, name, i)
+			return nil, fmt.Errorf("%w: %s: function %d is nil", algorithms.ErrInvalidOption, name, i)
 		}
 	}
 	// A copy, so that a caller reusing its slice cannot change us later.

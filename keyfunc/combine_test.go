@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 func constKey(k string) KeyFunc { return func(*http.Request) (string, error) { return k, nil } }
@@ -65,8 +67,8 @@ func TestCombinatorsInvalid(t *testing.T) {
 		"Join()":       Join(),
 		"Join(nil)":    Join(nil, IP()),
 	} {
-		if got, err := kf(r); !errors.Is(err, ErrInvalidOption) || got != "" {
-			t.Errorf("%s = %q, %v; want ErrInvalidOption", name, got, err)
+		if got, err := kf(r); !errors.Is(err, algorithms.ErrInvalidOption) || got != "" {
+			t.Errorf("%s = %q, %v; want algorithms.ErrInvalidOption", name, got, err)
 		}
 	}
 }

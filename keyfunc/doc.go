@@ -47,7 +47,10 @@ import (
 type KeyFunc func(r *http.Request) (string, error)
 
 // Sentinel errors. Errors returned by this package wrap one of them, so
-// callers can branch with errors.Is.
+// callers can branch with errors.Is; a key function configured with an
+// invalid value fails with an error wrapping algorithms.ErrInvalidOption
+// instead (the constructors that cannot return an error, such as [IP], on
+// every request).
 var (
 	// ErrNoClientIP means no client address could be determined, for
 	// example because RemoteAddr does not parse.
@@ -75,11 +78,6 @@ var (
 	// ErrNoKey means none of the functions given to [FirstOf] produced a
 	// key; the error also wraps each function's own error.
 	ErrNoKey = errors.New("keyfunc: no key function succeeded")
-
-	// ErrInvalidOption means a key function was configured with an
-	// invalid value. Constructors that cannot return an error, such as
-	// [IP], return a KeyFunc that fails with it on every request.
-	ErrInvalidOption = errors.New("keyfunc: invalid option")
 )
 
 // failing returns a KeyFunc that always fails with err: how constructors

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/intern"
 )
 
@@ -58,7 +59,7 @@ func TrustProxies(prefixes ...netip.Prefix) IPOption {
 	return func(c *ipConfig) {
 		for _, p := range prefixes {
 			if !p.IsValid() {
-				c.fail(fmt.Errorf("%w: TrustProxies: invalid prefix %q", ErrInvalidOption, p.String()))
+				c.fail(fmt.Errorf("%w: TrustProxies: invalid prefix %q", algorithms.ErrInvalidOption, p.String()))
 				continue
 			}
 			a := p.Addr().WithZone("")
@@ -67,7 +68,7 @@ func TrustProxies(prefixes ...netip.Prefix) IPOption {
 				a, bits = a.Unmap(), bits-96
 			}
 			if bits == 0 {
-				c.fail(fmt.Errorf("%w: TrustProxies: prefix %s trusts every address", ErrInvalidOption, p))
+				c.fail(fmt.Errorf("%w: TrustProxies: prefix %s trusts every address", algorithms.ErrInvalidOption, p))
 				continue
 			}
 			c.trusted = append(c.trusted, netip.PrefixFrom(a, bits).Masked())
@@ -82,7 +83,7 @@ func TrustProxies(prefixes ...netip.Prefix) IPOption {
 func IPv6Prefix(bits int) IPOption {
 	return func(c *ipConfig) {
 		if bits < MinIPv6Prefix || bits > 128 {
-			c.fail(fmt.Errorf("%w: IPv6Prefix(%d) is outside %d..128", ErrInvalidOption, bits, MinIPv6Prefix))
+			c.fail(fmt.Errorf("%w: IPv6Prefix(%d) is outside %d..128", algorithms.ErrInvalidOption, bits, MinIPv6Prefix))
 			return
 		}
 		c.v6Bits = bits
@@ -115,7 +116,7 @@ func ForwardedHeaderOnly() IPOption {
 func ClientAddrFrom(get func(ctx context.Context) netip.Addr) IPOption {
 	return func(c *ipConfig) {
 		if get == nil {
-			c.fail(fmt.Errorf("%w: ClientAddrFrom: nil function", ErrInvalidOption))
+			c.fail(fmt.Errorf("%w: ClientAddrFrom: nil function", algorithms.ErrInvalidOption))
 			return
 		}
 		c.chosen = get
@@ -154,7 +155,7 @@ func (c *ipConfig) chosenAddr(r *http.Request) netip.Addr {
 //
 // A RemoteAddr that does not parse is an error wrapping [ErrNoClientIP].
 // If an option is invalid, the KeyFunc fails on every request with an
-// error wrapping [ErrInvalidOption]; use [NewIP] to learn that at start-up.
+// error wrapping [algorithms.ErrInvalidOption]; use [NewIP] to learn that at start-up.
 func IP(opts ...IPOption) KeyFunc {
 	kf, err := NewIP(opts...)
 	if err != nil {
@@ -164,7 +165,7 @@ func IP(opts ...IPOption) KeyFunc {
 }
 
 // NewIP is [IP] with its options checked up front: it returns an error
-// wrapping [ErrInvalidOption] instead of a KeyFunc that always fails.
+// wrapping [algorithms.ErrInvalidOption] instead of a KeyFunc that always fails.
 func NewIP(opts ...IPOption) (KeyFunc, error) {
 	c := &ipConfig{v6Bits: DefaultIPv6Prefix}
 	for _, o := range opts {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	chimw "github.com/go-chi/chi/v5/middleware"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 func TestIP(t *testing.T) {
@@ -126,12 +128,12 @@ func TestIPInvalidOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewIP(tt.opt); !errors.Is(err, ErrInvalidOption) {
-				t.Errorf("NewIP error = %v, want ErrInvalidOption", err)
+			if _, err := NewIP(tt.opt); !errors.Is(err, algorithms.ErrInvalidOption) {
+				t.Errorf("NewIP error = %v, want algorithms.ErrInvalidOption", err)
 			}
 			key, err := IP(tt.opt)(newRequest("203.0.113.7:1", nil))
-			if !errors.Is(err, ErrInvalidOption) || key != "" {
-				t.Errorf("IP() = %q, %v; want ErrInvalidOption", key, err)
+			if !errors.Is(err, algorithms.ErrInvalidOption) || key != "" {
+				t.Errorf("IP() = %q, %v; want algorithms.ErrInvalidOption", key, err)
 			}
 		})
 	}

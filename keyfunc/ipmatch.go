@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 // ClientIPIn returns a predicate that reports whether a request's client
@@ -18,23 +20,23 @@ import (
 //
 // A request whose address cannot be read is not in the list. An empty list,
 // an invalid prefix, a prefix of length 0 (which would hold every client)
-// or an invalid option is an error wrapping [ErrInvalidOption].
+// or an invalid option is an error wrapping [algorithms.ErrInvalidOption].
 // IPv4-mapped IPv6 prefixes are folded to IPv4, as addresses are.
 func ClientIPIn(prefixes []netip.Prefix, opts ...IPOption) (func(*http.Request) bool, error) {
 	if len(prefixes) == 0 {
-		return nil, fmt.Errorf("%w: ClientIPIn: no prefixes", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: ClientIPIn: no prefixes", algorithms.ErrInvalidOption)
 	}
 	list := make([]netip.Prefix, 0, len(prefixes))
 	for _, p := range prefixes {
 		if !p.IsValid() {
-			return nil, fmt.Errorf("%w: ClientIPIn: invalid prefix %q", ErrInvalidOption, p.String())
+			return nil, fmt.Errorf("%w: ClientIPIn: invalid prefix %q", algorithms.ErrInvalidOption, p.String())
 		}
 		a, bits := p.Addr().WithZone(""), p.Bits()
 		if a.Is4In6() && bits >= 96 {
 			a, bits = a.Unmap(), bits-96
 		}
 		if bits == 0 {
-			return nil, fmt.Errorf("%w: ClientIPIn: prefix %s holds every address", ErrInvalidOption, p)
+			return nil, fmt.Errorf("%w: ClientIPIn: prefix %s holds every address", algorithms.ErrInvalidOption, p)
 		}
 		list = append(list, netip.PrefixFrom(a, bits).Masked())
 	}

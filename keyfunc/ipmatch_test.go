@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 func TestClientIPIn(t *testing.T) {
@@ -64,8 +66,8 @@ func TestClientIPInRefuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in, err := ClientIPIn(tt.prefixes, tt.opts...)
-			if !errors.Is(err, ErrInvalidOption) || in != nil {
-				t.Fatalf("ClientIPIn: %v, %v; want ErrInvalidOption", in != nil, err)
+			if !errors.Is(err, algorithms.ErrInvalidOption) || in != nil {
+				t.Fatalf("ClientIPIn: %v, %v; want algorithms.ErrInvalidOption", in != nil, err)
 			}
 		})
 	}

@@ -109,7 +109,7 @@ func TestConcurrencyInvalid(t *testing.T) {
 
 // The memory store's semantics, step by step on a manual clock.
 func TestMemoryConcurrency(t *testing.T) {
-	clock := algorithms.NewManualClock(start)
+	clock := storetest.NewManualClock(start)
 	store := must(New(WithClock(clock.Now)))
 	l := mustConcurrency(t, store, 3, 10*time.Second)
 	ctx := context.Background()
@@ -175,7 +175,7 @@ func TestMemoryConcurrency(t *testing.T) {
 // leases were never released goes once they expire, even if it never sees
 // another request.
 func TestMemoryConcurrencyBounded(t *testing.T) {
-	clock := algorithms.NewManualClock(start)
+	clock := storetest.NewManualClock(start)
 	store := must(New(WithClock(clock.Now), WithSweepInterval(time.Second)))
 	l := mustConcurrency(t, store, 2, 5*time.Second).(*memoryConcurrency)
 	ctx := context.Background()
@@ -212,7 +212,7 @@ func TestMemoryConcurrencyBounded(t *testing.T) {
 // goroutines: the requests in flight never exceed the limit. The clock
 // stands still, so no lease expires while held.
 func TestMemoryConcurrencyParallel(t *testing.T) {
-	clock := algorithms.NewManualClock(start)
+	clock := storetest.NewManualClock(start)
 	store := must(New(WithClock(clock.Now)))
 	ls := make([]algorithms.ConcurrencyLimiter, 4)
 	for i := range ls {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 )
 
 // A limiter of one limit decides on its own path (decideOne); it must
@@ -19,7 +20,7 @@ func TestMemoryOneLimitPathMatchesSeveral(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			lim := algorithms.Limit{Rate: 10, Period: time.Second, Burst: 4}
 			wide := algorithms.Limit{Rate: 10_000, Period: time.Hour}
-			clock := algorithms.NewManualClock(start)
+			clock := storetest.NewManualClock(start)
 			one := mustNew(t, must(New(WithClock(clock.Now))), alg, lim).(algorithms.RateLimiter)
 			two := mustNew(t, must(New(WithClock(clock.Now))), alg, lim, wide).(algorithms.RateLimiter)
 			rng := rand.New(rand.NewPCG(7, uint64(len(alg))))
@@ -28,7 +29,7 @@ func TestMemoryOneLimitPathMatchesSeveral(t *testing.T) {
 				cost := 1 + rng.IntN(2)
 				var got, want algorithms.Result
 				var errGot, errWant error
-				if algorithms.CanReserve(one) && rng.IntN(3) == 0 {
+				if one.Algorithm().CanReserve() && rng.IntN(3) == 0 {
 					d := time.Duration(rng.IntN(300)) * time.Millisecond
 					got, errGot = one.Reserve(ctx, key, cost, d)
 					want, errWant = two.Reserve(ctx, key, cost, d)
@@ -64,7 +65,7 @@ func TestMemoryAllowAllocatesNothing(t *testing.T) {
 			{algorithms.PerSecond(100), algorithms.PerMinute(10_000)},
 		} {
 			t.Run(string(alg), func(t *testing.T) {
-				clock := algorithms.NewManualClock(start)
+				clock := storetest.NewManualClock(start)
 				l := mustNew(t, must(New(WithClock(clock.Now))), alg, limits...)
 				allow := func() {
 					clock.Advance(20 * time.Millisecond) // half the rate

@@ -363,9 +363,9 @@ func TestMemoryIndex(t *testing.T) {
 	check(5001)
 }
 
-// CanReserve says no for a typed nil memory limiter, as for nil.
+// A typed nil memory limiter cannot reserve: its Algorithm is none.
 func TestCanReserveNilMemoryLimiter(t *testing.T) {
-	if algorithms.CanReserve((*memoryLimiter)(nil)) {
-		t.Fatal("algorithms.CanReserve of a nil memory limiter")
+	if (*memoryLimiter)(nil).Algorithm().CanReserve() {
+		t.Fatal("Algorithm().CanReserve of a nil memory limiter")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/redisstore"
 )
@@ -30,7 +31,7 @@ func TestCostAfterAboveQuotaOnePerPeriod(t *testing.T) {
 		for _, alg := range algorithms.Algorithms {
 			t.Run(st+"/"+string(alg), func(t *testing.T) {
 				t.Parallel()
-				clock := algorithms.NewManualClock(periodStart)
+				clock := storetest.NewManualClock(periodStart)
 				advance := func(d time.Duration) { clock.Advance(d) }
 				var store algorithms.Store = must(memstore.New(memstore.WithClock(clock.Now)))
 				if st == "scripts" {

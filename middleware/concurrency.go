@@ -42,7 +42,7 @@ const DefaultConcurrencyPolicyName = "concurrency"
 // counted under a rate limit (WithCountCredentialFailures is ignored: a
 // key error is answered at once) do not apply; the first three are
 // refused. Misconfiguration is refused as New refuses it, with an error
-// wrapping ErrInvalidOption.
+// wrapping algorithms.ErrInvalidOption.
 //
 // Releasing a lease held in Redis costs a round trip after the handler
 // returns, before the response is finished, so a client that waits for
@@ -54,7 +54,7 @@ func NewConcurrency(limiter algorithms.ConcurrencyLimiter, opts ...Option) (func
 		return nil, err
 	}
 	if err := c.initConcurrency(limiter); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %w", algorithms.ErrInvalidOption, err)
 	}
 	store := storeName(limiter)
 	return func(next http.Handler) http.Handler {

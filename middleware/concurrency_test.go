@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/redisstore"
@@ -23,7 +24,7 @@ import (
 // stands still, so no lease expires during a test.
 func newConcurrencyLimiter(t testing.TB, limit int) algorithms.ConcurrencyLimiter {
 	t.Helper()
-	clock := algorithms.NewManualClock(epoch)
+	clock := storetest.NewManualClock(epoch)
 	l, err := algorithms.NewConcurrency(must(memstore.New(memstore.WithClock(clock.Now))), limit, time.Minute)
 	if err != nil {
 		t.Fatal(err)

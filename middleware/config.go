@@ -74,10 +74,6 @@ type config struct {
 	policyCached     atomic.Int64     // entries added to policyCache
 }
 
-// ErrInvalidOption is wrapped by the error New and NewConcurrency return
-// for configuration that no request could be served with.
-var ErrInvalidOption = errors.New("middleware: invalid option")
-
 // init checks the options, fills in defaults and precomputes responses.
 func (c *config) init() error {
 	switch {
@@ -192,7 +188,7 @@ func sfString(s string) ([]byte, error) {
 func (c *config) apply(opts []Option) error {
 	for i, o := range opts {
 		if o == nil {
-			return fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
+			return fmt.Errorf("%w: option %d is nil", algorithms.ErrInvalidOption, i)
 		}
 		o(c)
 	}

@@ -11,12 +11,12 @@ import (
 )
 
 // checkRefused fails t unless New (or NewConcurrency) refused its
-// configuration: no middleware, and an error wrapping ErrInvalidOption
+// configuration: no middleware, and an error wrapping algorithms.ErrInvalidOption
 // that contains want.
 func checkRefused(t *testing.T, mw func(http.Handler) http.Handler, err error, want string) {
 	t.Helper()
-	if !errors.Is(err, ErrInvalidOption) {
-		t.Fatalf("err %v, want ErrInvalidOption", err)
+	if !errors.Is(err, algorithms.ErrInvalidOption) {
+		t.Fatalf("err %v, want algorithms.ErrInvalidOption", err)
 	}
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("err %q does not say %q", err, want)

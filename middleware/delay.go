@@ -18,7 +18,7 @@ const DefaultMaxDelayed = 1000
 // would admit within max is admitted now, its slot taken at once in the
 // same atomic decision (on Redis's clock for a Redis store), and held for
 // the wait before it is passed on; one that would wait longer gets 429 as
-// without it. It needs a limiter that can reserve (algorithms.CanReserve:
+// without it. It needs a limiter that can reserve (Algorithm.CanReserve:
 // the token bucket and the leaky bucket); New refuses any other, and
 // a max that is not positive or is above algorithms.MaxDelay, as
 // misconfiguration. A limiter that WithLimiterFunc picks, or the fallback,
@@ -52,9 +52,8 @@ func (c *config) checkDelay() error {
 		return nil
 	case c.delay <= 0 || c.delay > algorithms.MaxDelay:
 		return fmt.Errorf("WithDelay(%s): the delay must be above 0 and at most %s", c.delay, algorithms.MaxDelay)
-	case !algorithms.CanReserve(c.limiter):
-		return fmt.Errorf("WithDelay: the limiter cannot delay a request (only the token and leaky buckets of algorithms.New can): %w",
-			algorithms.ErrInvalidOption)
+	case !canReserve(c.limiter):
+		return errors.New("WithDelay: the limiter cannot delay a request (only the token and leaky buckets of algorithms.New can)")
 	}
 	return nil
 }
@@ -62,10 +61,17 @@ func (c *config) checkDelay() error {
 // delayFor is the longest delay l may give a request: 0 when the
 // middleware does not delay or l cannot.
 func (c *config) delayFor(l algorithms.Limiter) time.Duration {
-	if c.delay <= 0 || c.shadow || !algorithms.CanReserve(l) {
+	if c.delay <= 0 || c.shadow || !canReserve(l) {
 		return 0
 	}
 	return c.delay
+}
+
+// canReserve reports whether l is a RateLimiter of an algorithm that can
+// reserve (Algorithm.CanReserve).
+func canReserve(l algorithms.Limiter) bool {
+	r, ok := l.(algorithms.RateLimiter)
+	return ok && r.Algorithm().CanReserve()
 }
 
 // ask asks l to decide, reserving within delay when it is above 0 and the

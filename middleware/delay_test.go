@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memstore"
 )
@@ -72,7 +73,7 @@ func (d *delayed) burst(n int) map[int]int {
 func TestDelaySchedule(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.LeakyBucket, algorithms.TokenBucket} {
 		t.Run(string(alg), func(t *testing.T) {
-			clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
+			clock := storetest.NewManualClock(time.Unix(1_800_000_000, 0))
 			l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), alg, algorithms.PerSecond(10).WithBurst(1))
 			d := newDelayed(t, l, WithDelay(500*time.Millisecond))
 			codes := d.burst(10)
@@ -116,7 +117,7 @@ func TestRedisDelaySchedule(t *testing.T) {
 // A delayed request's headers describe the reservation: nothing remains,
 // and the quota is whole only once the reserved slots have drained.
 func TestDelayHeaders(t *testing.T) {
-	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
+	clock := storetest.NewManualClock(time.Unix(1_800_000_000, 0))
 	l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.LeakyBucket, algorithms.PerSecond(10).WithBurst(1))
 	d := newDelayed(t, l, WithDelay(time.Second), WithLegacyHeaders(true), WithResetMode(ResetDelta))
 	get(d.h, "/", "c")
@@ -133,7 +134,7 @@ func TestDelayHeaders(t *testing.T) {
 // place among the waiting is given back, and its slot is not (the next
 // reservation waits behind it).
 func TestDelayClientGoesAway(t *testing.T) {
-	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
+	clock := storetest.NewManualClock(time.Unix(1_800_000_000, 0))
 	l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.LeakyBucket, algorithms.PerSecond(1).WithBurst(1))
 	d := newDelayed(t, l, WithDelay(10*time.Second))
 	if rec := get(d.h, "/", "c"); rec.Code != http.StatusOK {
@@ -166,7 +167,7 @@ func TestDelayClientGoesAway(t *testing.T) {
 
 // A request whose context's deadline passes while it waits gets 503.
 func TestDelayDeadline(t *testing.T) {
-	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
+	clock := storetest.NewManualClock(time.Unix(1_800_000_000, 0))
 	l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.TokenBucket, algorithms.PerSecond(1).WithBurst(1))
 	d := newDelayed(t, l, WithDelay(10*time.Second))
 	get(d.h, "/", "c")
@@ -184,7 +185,7 @@ func TestDelayDeadline(t *testing.T) {
 // Beyond WithMaxDelayed, a request is decided without delay: 429 at once,
 // consuming nothing.
 func TestDelayMaxWaiting(t *testing.T) {
-	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
+	clock := storetest.NewManualClock(time.Unix(1_800_000_000, 0))
 	l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.LeakyBucket, algorithms.PerSecond(5).WithBurst(1))
 	d := newDelayed(t, l, WithDelay(2*time.Second), WithMaxDelayed(2))
 	if rec := get(d.h, "/", "c"); rec.Code != http.StatusOK {
@@ -247,7 +248,7 @@ func TestDelayRefusedAtConstruction(t *testing.T) {
 
 // In shadow mode nothing waits and nothing is reserved.
 func TestDelayShadow(t *testing.T) {
-	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
+	clock := storetest.NewManualClock(time.Unix(1_800_000_000, 0))
 	l := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.LeakyBucket, algorithms.PerSecond(1).WithBurst(1))
 	d := newDelayed(t, l, WithDelay(10*time.Second), WithShadow(true))
 	began := time.Now()

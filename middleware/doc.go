@@ -15,7 +15,7 @@
 //	mux.Handle("/search", mw(searchHandler))   // net/http
 //	r.With(mw).Get("/search", search)          // chi
 //
-// New and NewConcurrency return an error (wrapping ErrInvalidOption) for
+// New and NewConcurrency return an error (wrapping algorithms.ErrInvalidOption) for
 // configuration that no request could be served with, so that a mistake
 // shows at start-up rather than on every request in production. They
 // return errors rather than panic because configuration is also built

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/memstore"
 	"github.com/redlimit/redlimit/middleware"
@@ -247,7 +248,7 @@ func Example_iPv6Prefixes() {
 // middleware read one ManualClock, so a test spends a minute's quota,
 // checks the 429 and its Retry-After, and waits it out in no time.
 func Example_manualClock() {
-	clock := algorithms.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := storetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	store, err := memstore.New(memstore.WithClock(clock.Now))
 	if err != nil {
 		log.Fatal(err)

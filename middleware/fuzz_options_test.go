@@ -242,7 +242,7 @@ func (r *specReader) option() Option {
 // functions, typed-nil limiters and observers, zero, negative and extreme
 // durations and out-of-range values included, and serves a request through
 // it. Never a panic from the options: New refuses what no request could be
-// served with, with an error wrapping ErrInvalidOption; only wrapping a nil
+// served with, with an error wrapping algorithms.ErrInvalidOption; only wrapping a nil
 // handler panics, with its own message. Otherwise a documented status,
 // well-formed numbers in the headers, and no internal error text anywhere
 // in the response.
@@ -280,8 +280,8 @@ func FuzzOptions(f *testing.F) {
 		opts = append(opts, WithLogger(quiet))
 		mw, err := New(limiter, opts...)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidOption) || mw != nil {
-				t.Fatalf("New: %v, want only an error wrapping ErrInvalidOption", err)
+			if !errors.Is(err, algorithms.ErrInvalidOption) || mw != nil {
+				t.Fatalf("New: %v, want only an error wrapping algorithms.ErrInvalidOption", err)
 			}
 			return
 		}

@@ -125,7 +125,7 @@ func FuzzLimiterResult(f *testing.F) {
 		mw, nerr := New(resultLimiter{res, err}, append(opts, WithLogger(logger))...)
 		if nerr != nil {
 			// Only a policy name New refuses.
-			if _, perr := New(resultLimiter{}, WithPolicyName(name)); perr == nil || !errors.Is(nerr, ErrInvalidOption) {
+			if _, perr := New(resultLimiter{}, WithPolicyName(name)); perr == nil || !errors.Is(nerr, algorithms.ErrInvalidOption) {
 				t.Fatalf("New refused a valid configuration: %v", nerr)
 			}
 			return

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/memstore"
 )
 
@@ -68,7 +69,7 @@ func TestHeaderBytes(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name     string
-		limiter  func(*algorithms.ManualClock) algorithms.Limiter
+		limiter  func(*storetest.ManualClock) algorithms.Limiter
 		opts     []Option
 		wrap     func(http.Handler) http.Handler
 		requests int         // the last one's headers are checked
@@ -86,7 +87,7 @@ func TestHeaderBytes(t *testing.T) {
 		},
 		{
 			name: "two limits, the second binds", requests: 1,
-			limiter: func(c *algorithms.ManualClock) algorithms.Limiter {
+			limiter: func(c *storetest.ManualClock) algorithms.Limiter {
 				return mustLimiter(t, c, algorithms.PerSecond(10), algorithms.PerMinute(3))
 			},
 			want: http.Header{
@@ -123,7 +124,7 @@ func TestHeaderBytes(t *testing.T) {
 		},
 		{
 			name: "a limiter that does not describe its limits", requests: 2,
-			limiter: func(*algorithms.ManualClock) algorithms.Limiter {
+			limiter: func(*storetest.ManualClock) algorithms.Limiter {
 				return allowOnly{mustLimiter(t, nil, algorithms.PerMinute(5))}
 			},
 			want: http.Header{
@@ -154,10 +155,10 @@ func TestHeaderBytes(t *testing.T) {
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := algorithms.NewManualClock(epoch)
+			clock := storetest.NewManualClock(epoch)
 			newLim := tt.limiter
 			if newLim == nil {
-				newLim = func(c *algorithms.ManualClock) algorithms.Limiter {
+				newLim = func(c *storetest.ManualClock) algorithms.Limiter {
 					return mustLimiter(t, c, algorithms.PerMinute(5))
 				}
 			}
@@ -189,7 +190,7 @@ func TestHeaderBytes(t *testing.T) {
 
 // mustLimiter is a fixed-window limiter on the memory store, on clock when
 // not nil.
-func mustLimiter(t *testing.T, clock *algorithms.ManualClock, limits ...algorithms.Limit) algorithms.Limiter {
+func mustLimiter(t *testing.T, clock *storetest.ManualClock, limits ...algorithms.Limit) algorithms.Limiter {
 	t.Helper()
 	store := must(memstore.New())
 	if clock != nil {

@@ -11,7 +11,7 @@ import (
 // one WithLimiterFunc picks) under the key the key function derives.
 //
 // Configuration that no request could be served with is refused here,
-// with an error wrapping ErrInvalidOption: a nil limiter or fallback, a
+// with an error wrapping algorithms.ErrInvalidOption: a nil limiter or fallback, a
 // nil option, a timeout that is not positive, a negative breaker time, an
 // invalid policy name, an unknown ErrorPolicy or ResetMode,
 // WithSkip(nil), WithChargeIf(nil), a nil clock, a nil pointer as the
@@ -25,7 +25,7 @@ func New(limiter algorithms.Limiter, opts ...Option) (func(http.Handler) http.Ha
 		return nil, err
 	}
 	if err := c.init(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %w", algorithms.ErrInvalidOption, err)
 	}
 	return func(next http.Handler) http.Handler {
 		mustHandle(next)

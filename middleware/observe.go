@@ -89,7 +89,7 @@ func WithShadow(on bool) Option {
 // WithClock sets the clock the middleware reads (X-RateLimit-Reset, the
 // breaker, the log gate); the default is time.Now. With a memory store on
 // the same clock (memstore.WithClock), tests of handlers run in test time;
-// see algorithms.ManualClock. A nil clock is refused by New.
+// see storetest.ManualClock. A nil clock is refused by New.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now }
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/memstore"
 )
@@ -43,7 +44,7 @@ func (o *recordingObserver) outcomes() []string {
 }
 
 func TestShadow(t *testing.T) {
-	clock := algorithms.NewManualClock(epoch)
+	clock := storetest.NewManualClock(epoch)
 	lim := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.FixedWindow, algorithms.PerMinute(2))
 	obs := &recordingObserver{}
 	logger, logs := newLogger()
@@ -96,7 +97,7 @@ func TestShadow(t *testing.T) {
 }
 
 func TestObserver(t *testing.T) {
-	clock := algorithms.NewManualClock(epoch)
+	clock := storetest.NewManualClock(epoch)
 	lim := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.TokenBucket, algorithms.PerMinute(1))
 	obs := &recordingObserver{}
 	h := mustNew(t, lim, WithObserver(obs), WithPolicyName("search"), WithClock(clock.Now))(&okHandler{})
@@ -147,7 +148,7 @@ func TestObserverBreakerAsksNoLimiter(t *testing.T) {
 		{PassOnError, OutcomeFailOpen},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
-			clock := algorithms.NewManualClock(epoch)
+			clock := storetest.NewManualClock(epoch)
 			flaky := &flakyLimiter{down: true}
 			obs := &recordingObserver{}
 			logger, _ := newLogger()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -38,7 +39,7 @@ func (c *config) writeKeyError(w http.ResponseWriter, _ *http.Request, err error
 		c.unauthorized.write(w, vals[:2:2])
 		return
 	}
-	if errors.Is(err, keyfunc.ErrInvalidOption) {
+	if errors.Is(err, algorithms.ErrInvalidOption) {
 		// The key function itself is misconfigured: the operator must hear
 		// of it, though the client still gets a 4xx.
 		c.logFailure(err, "", "key function misconfigured")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/memstore"
 )
@@ -32,7 +33,7 @@ func TestProblemHeaderBytesUnderLoad(t *testing.T) {
 	quiet := WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	apiKey := WithKeyFunc(keyfunc.APIKey("X-API-Key"))
 	rateLimit := func(t *testing.T, opts ...Option) func(http.Handler) http.Handler {
-		clock := algorithms.NewManualClock(epoch)
+		clock := storetest.NewManualClock(epoch)
 		lim := newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.FixedWindow, algorithms.PerHour(quota))
 		return mustNew(t, lim, append([]Option{WithClock(clock.Now), apiKey}, opts...)...)
 	}

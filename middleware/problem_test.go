@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/memstore"
 )
@@ -80,7 +81,7 @@ func TestProblemHeaderBytes(t *testing.T) {
 			want:    with(http.Header{"Retry-After": {"1"}})},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := algorithms.NewManualClock(epoch)
+			clock := storetest.NewManualClock(epoch)
 			lim := tt.limiter
 			if lim == nil {
 				lim = newLimiter(t, must(memstore.New(memstore.WithClock(clock.Now))), algorithms.FixedWindow, algorithms.PerHour(1))

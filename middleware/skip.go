@@ -17,7 +17,7 @@ import "net/http"
 //
 // skip runs on every request, so it must be fast and safe for concurrent
 // use. A nil skip is refused: New returns an error wrapping
-// ErrInvalidOption.
+// algorithms.ErrInvalidOption.
 func WithSkip(skip func(*http.Request) bool) Option {
 	return func(c *config) {
 		c.skip, c.skipNil = skip, skip == nil

@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/memstore"
 )
 
 func TestSkip(t *testing.T) {
-	clock := algorithms.NewManualClock(epoch)
+	clock := storetest.NewManualClock(epoch)
 	lim, err := algorithms.New(must(memstore.New(memstore.WithClock(clock.Now))), algorithms.FixedWindow, algorithms.PerMinute(3))
 	if err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func TestFailureAnswers(t *testing.T) {
 		{"no identity", http.MethodGet, "/policies/api", url.Values{"route": {"/a"}}, 400, ""},
 		{"empty identity", http.MethodPost, "/policies/api", url.Values{"identity": {""}}, 400, ""},
 		{"two identities", http.MethodPost, "/policies/api", url.Values{"identity": {"ip:1", "ip:2"}}, 400, ""},
-		{"long identity", http.MethodGet, "/policies/api", url.Values{"identity": {strings.Repeat("x", MaxIdentityLength+1)}, "route": {"/a"}}, 400, ""},
+		{"long identity", http.MethodGet, "/policies/api", url.Values{"identity": {strings.Repeat("x", maxIdentityLength+1)}, "route": {"/a"}}, 400, ""},
 		{"control character", http.MethodGet, "/policies/api", url.Values{"identity": {"ip:1\n"}, "route": {"/a"}}, 400, ""},
 		{"invalid UTF-8", http.MethodPost, "/policies/api", url.Values{"identity": {"ip:\xff"}}, 400, ""},
 		{"raw API key", http.MethodPost, "/policies/api", url.Values{"identity": {"key:" + secret}}, 400, ""},

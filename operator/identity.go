@@ -7,11 +7,11 @@ import (
 	"unicode/utf8"
 )
 
-// MaxIdentityLength is the longest identity, in bytes, the handler
+// maxIdentityLength is the longest identity, in bytes, the handler
 // accepts: far above what keyfunc's key functions return (they hash what
 // is long), and short enough that the route-scoped key stays within
 // algorithms.MaxKeyLength.
-const MaxIdentityLength = 512
+const maxIdentityLength = 512
 
 // apiKeyHashLen is the length of keyfunc.HashAPIKey's result.
 const apiKeyHashLen = 32
@@ -28,8 +28,8 @@ func identityOf(values []string) (string, string) {
 	}
 	id := values[0]
 	switch {
-	case len(id) > MaxIdentityLength:
-		return "", "The identity is longer than " + strconv.Itoa(MaxIdentityLength) + " bytes."
+	case len(id) > maxIdentityLength:
+		return "", "The identity is longer than " + strconv.Itoa(maxIdentityLength) + " bytes."
 	case !printable(id):
 		return "", "The identity must be printable text."
 	case strings.HasPrefix(id, "key:") && !isHash(id[len("key:"):]):

@@ -14,7 +14,7 @@ import (
 
 // BenchmarkRedisAllowCached measures a Redis store's decision when the
 // denial cache answers: every key is exhausted and its denial cached, and
-// the entries are older than DenialCacheBound, so the cache trusts them on
+// the entries are older than denialCacheBound, so the cache trusts them on
 // the strength of its subscription rather than their age. (Before the
 // subscription existed, the cache trusted any denial until its end.)
 func BenchmarkRedisAllowCached(b *testing.B) {

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memstore"
 )
@@ -334,7 +335,7 @@ func TestChargeNotSentInline(t *testing.T) {
 // counted and gateGrace has passed, or, when what it owed was dropped (a
 // reset), gateGrace from then; the gate then ends and nothing is left.
 func TestGateEnds(t *testing.T) {
-	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
+	clock := storetest.NewManualClock(time.Unix(1_800_000_000, 0))
 	b := newBatcher(1, 100, 256, 64)
 	b.retrying = true // no retrier: this test sends nothing
 	b.clock = clock.Now

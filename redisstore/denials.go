@@ -10,18 +10,18 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 )
 
-// DenialCacheBound is the longest a Redis store's denial cache refuses a
+// denialCacheBound is the longest a Redis store's denial cache refuses a
 // request that Redis would admit, after a Refund or a Reset made through
 // any store on the same Redis and prefix (on Cluster, plus the delay of
 // the cluster bus that carries the announcement between nodes).
-const DenialCacheBound = 100 * time.Millisecond
+const denialCacheBound = 100 * time.Millisecond
 
 // denials remembers the denials Redis issued, so that a flood on one key is
 // answered in this process until the denial's RetryAfter has passed instead
 // of costing Redis a script call per request.
 //
 // Its one invariant: it never refuses a request that Redis would admit for
-// longer than DenialCacheBound (TestDenialCacheFollowsRefunds proves it
+// longer than denialCacheBound (TestDenialCacheFollowsRefunds proves it
 // across two stores, with the subscription connection killed too).
 //
 // A remembered denial for cost c answers only requests of cost c or more:
@@ -31,7 +31,7 @@ const DenialCacheBound = 100 * time.Millisecond
 // Reset makes room sooner. Through this store they forget the key's
 // denials at once; through any store, Redis announces them on the prefix's
 // channel (see denialSync), and the message makes every subscribed store
-// forget them. A denial is trusted for DenialCacheBound after its request
+// forget them. A denial is trusted for denialCacheBound after its request
 // was sent, and after that only while the subscription has shown, within
 // the bound, that it delivers every announcement made since the request
 // (see trusted); a denial that is not trusted is asked of Redis again.
@@ -151,13 +151,13 @@ func (d *denials) find(l *redisLimiter, key string, cost int, now time.Time, tru
 // now: within the bound of at, or when the subscription, up since before
 // at, has delivered every announcement made up to less than the bound ago.
 // Either way a refund or reset it has not heard of was made less than
-// DenialCacheBound ago.
+// denialCacheBound ago.
 func (d *denials) trusted(at, now time.Time) bool {
-	if now.Sub(at) < DenialCacheBound {
+	if now.Sub(at) < denialCacheBound {
 		return true
 	}
 	st := d.sync.current()
-	return st != nil && !at.Before(st.since) && now.Sub(st.heard) < DenialCacheBound
+	return st != nil && !at.Before(st.since) && now.Sub(st.heard) < denialCacheBound
 }
 
 // remember stores Redis's denial of a request of cost on key sent at,

@@ -16,11 +16,11 @@ import (
 
 // The rhythm of a denial cache's subscription: a PING every pingEvery while
 // it holds a denial that may still answer, so that its pongs show within
-// DenialCacheBound that every announcement has arrived; a connection that
+// denialCacheBound that every announcement has arrived; a connection that
 // answered none for silentAfter is replaced. A failed subscription is
 // retried after a pause that doubles up to retryMax.
 const (
-	pingEvery   = DenialCacheBound / 4
+	pingEvery   = denialCacheBound / 4
 	silentAfter = time.Second
 	// closedEvery is how often a subscription asks whether its client
 	// was closed: go-redis's Close does not always close a
@@ -171,7 +171,7 @@ func (s *denialSync) receive(ctx context.Context, cancel context.CancelFunc) {
 			pause = retryMin
 		}
 		if wasUp && !errors.Is(err, net.ErrClosed) {
-			s.logger.LogAttrs(ctx, slog.LevelWarn, "redlimit: denial cache subscription lost; until it is back, a cached denial answers for "+DenialCacheBound.String()+" after its request",
+			s.logger.LogAttrs(ctx, slog.LevelWarn, "redlimit: denial cache subscription lost; until it is back, a cached denial answers for "+denialCacheBound.String()+" after its request",
 				slog.String("channel", s.channel), slog.String("error", err.Error()))
 		}
 		select {

@@ -50,7 +50,7 @@ func twoInstances(t *testing.T, cluster bool) (a, b redis.UniversalClient, killP
 
 // The denial cache's invariant across instances: a refund or a reset made
 // through store A ends store B's cached denial of the key within
-// DenialCacheBound, on one server and on Cluster, also when B's
+// denialCacheBound, on one server and on Cluster, also when B's
 // subscription connection was killed just before. B's denial is checked to
 // come from its cache, past the bound of its own age (so trusted on the
 // strength of the subscription), right before A acts.
@@ -92,7 +92,7 @@ func TestDenialCacheFollowsRefunds(t *testing.T) {
 			// The first denial predates B's subscription, so Redis may be
 			// asked again once the bound has passed; the next is followed.
 			for i := range 2 {
-				time.Sleep(DenialCacheBound + 50*time.Millisecond)
+				time.Sleep(denialCacheBound + 50*time.Millisecond)
 				r, err := b.Allow(ctx, key, 1)
 				if err != nil || r.Allowed || i == 1 && r.Decider != algorithms.DecidedByCache {
 					t.Fatalf("B, before A acts (%d): %+v, %v; want denied by its cache", i, r, err)
@@ -118,7 +118,7 @@ func TestDenialCacheFollowsRefunds(t *testing.T) {
 					t.Logf("B admitted %v after A acted", time.Since(acted))
 					break
 				}
-				if time.Since(acted) > DenialCacheBound {
+				if time.Since(acted) > denialCacheBound {
 					t.Fatalf("B still denies %v after A acted: %+v", time.Since(acted), r)
 				}
 				time.Sleep(time.Millisecond)
@@ -165,7 +165,7 @@ func TestDenialCacheForgetsAtOnceLocally(t *testing.T) {
 	}
 }
 
-// Without a subscription a cached denial answers for DenialCacheBound
+// Without a subscription a cached denial answers for denialCacheBound
 // after its request, then Redis is asked; when Redis cannot answer, it
 // still holds until its end. A denial whose request was sent before its
 // key's denials were forgotten is not remembered: its reply may have
@@ -181,8 +181,8 @@ func TestDenialCacheTrust(t *testing.T) {
 		sent, replied, asked time.Duration
 		wantLookup, wantHeld bool
 	}{
-		{"young", -1, 0, ms, DenialCacheBound / 2, true, true},
-		{"as old as the bound", -1, 0, ms, DenialCacheBound, false, true},
+		{"young", -1, 0, ms, denialCacheBound / 2, true, true},
+		{"as old as the bound", -1, 0, ms, denialCacheBound, false, true},
 		{"expired", -1, 0, ms, time.Minute, false, false},
 		{"sent before a forget", ms, 0, 2 * ms, 3 * ms, false, false},
 		{"sent as a forget", 0, 0, 2 * ms, 3 * ms, false, false},
@@ -283,8 +283,8 @@ func TestDenialCacheKeepsTheNewerDenial(t *testing.T) {
 	d := newDenials(100)
 	d.clock = func() time.Time { return now }
 	d.remember(l, "k", 1, t0, algorithms.Result{RetryAfter: time.Minute})
-	now = t0.Add(2 * DenialCacheBound)
-	d.remember(l, "k", 1, now, algorithms.Result{RetryAfter: time.Minute - 2*DenialCacheBound - time.Millisecond})
+	now = t0.Add(2 * denialCacheBound)
+	d.remember(l, "k", 1, now, algorithms.Result{RetryAfter: time.Minute - 2*denialCacheBound - time.Millisecond})
 	if _, ok := d.lookup(l, "k", 1, now.Add(time.Millisecond)); !ok {
 		t.Fatal("the newer denial does not answer")
 	}

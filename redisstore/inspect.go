@@ -37,7 +37,7 @@ func (l *redisLimiter) Peek(ctx context.Context, key string) (algorithms.Result,
 // Reset implements RateLimiter: one script call that deletes the key's state
 // under every limit (one slot on Cluster: the keys share the hash tag) and
 // announces it, so that every store on the same Redis and prefix forgets
-// its cached denials of the key (see DenialCacheBound); and the store's
+// its cached denials of the key (see denialCacheBound); and the store's
 // local memory of the key (its cached denials, its local twin's state).
 func (l *redisLimiter) Reset(ctx context.Context, key string) error {
 	if err := ratemath.CheckRequest(l.alg, l.limits, key, 1); err != nil {

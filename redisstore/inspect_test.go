@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memstore"
 )
@@ -17,7 +18,7 @@ import (
 // forgets a key under every limit. On memory (exact, on a manual clock),
 // Redis and Cluster.
 func TestPeekAndReset(t *testing.T) {
-	clock := algorithms.NewManualClock(start)
+	clock := storetest.NewManualClock(start)
 	addr := redistest.Standalone(t)
 	single := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer single.Close()

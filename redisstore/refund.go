@@ -14,7 +14,7 @@ import (
 // carries an id like a deciding call, so that it counts once. The denials
 // this store remembers for key are forgotten at once, since the refund may
 // have made room; a refund that gave something back is announced to the
-// other stores by the script (see DenialCacheBound).
+// other stores by the script (see denialCacheBound).
 func (l *redisLimiter) Refund(ctx context.Context, key string, cost int, age time.Duration) (algorithms.Result, error) {
 	c, ageUS, err := ratemath.RefundArgs(l.alg, l.limits, key, cost, age)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memstore"
 )
@@ -31,7 +32,7 @@ func mustReserver(t *testing.T, store algorithms.Store, alg algorithms.Algorithm
 func TestReserveSchedule(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.LeakyBucket, algorithms.TokenBucket} {
 		t.Run(string(alg), func(t *testing.T) {
-			clock := algorithms.NewManualClock(start)
+			clock := storetest.NewManualClock(start)
 			r := mustReserver(t, must(memstore.New(memstore.WithClock(clock.Now))), alg, algorithms.PerSecond(10).WithBurst(1))
 			var delays []time.Duration
 			for i := range 10 {
@@ -128,8 +129,8 @@ func TestReserveRefused(t *testing.T) {
 				l := mustNew(t, store, alg, algorithms.PerSecond(10))
 				r := l.(algorithms.RateLimiter)
 				buckets := alg == algorithms.TokenBucket || alg == algorithms.LeakyBucket
-				if got := algorithms.CanReserve(l); got != buckets {
-					t.Fatalf("algorithms.CanReserve %v", got)
+				if got := r.Algorithm().CanReserve(); got != buckets {
+					t.Fatalf("Algorithm().CanReserve %v", got)
 				}
 				_, err := r.Reserve(ctx, "k", 1, 100*ms)
 				if buckets != (err == nil) {
@@ -154,8 +155,8 @@ func TestReserveRefused(t *testing.T) {
 			})
 		}
 	}
-	if algorithms.CanReserve(nil) || algorithms.CanReserve((*redisLimiter)(nil)) {
-		t.Fatal("algorithms.CanReserve of nil")
+	if (*redisLimiter)(nil).Algorithm().CanReserve() {
+		t.Fatal("Algorithm().CanReserve of a nil limiter")
 	}
 }
 
@@ -300,7 +301,7 @@ func runReserveDifferential(t *testing.T, alg algorithms.Algorithm, limits []alg
 // come and go: a clock that steps back then clamps the backlog to the
 // capacity plus that excess, not to the capacity alone.
 func TestMemoryReservedExcessKept(t *testing.T) {
-	clock := algorithms.NewManualClock(start)
+	clock := storetest.NewManualClock(start)
 	store := must(memstore.New(memstore.WithClock(clock.Now)))
 	l := mustNew(t, store, algorithms.LeakyBucket, algorithms.PerSecond(1).WithBurst(1))
 	r := l.(algorithms.RateLimiter)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/memstore"
 )
 
@@ -40,7 +41,7 @@ func TestInstancesTwinAcceptsWhatMemoryAccepts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, memErr := algorithms.New(must(memstore.New()), tc.alg, tc.limits...)
-			clock := algorithms.NewManualClock(start)
+			clock := storetest.NewManualClock(start)
 			l, err := algorithms.New(storeNeverUsed(t, WithInstances(tc.n), WithClock(clock.Now)), tc.alg, tc.limits...)
 			if (memErr != nil) != tc.wantErr || (err != nil) != tc.wantErr {
 				t.Fatalf("memory: %v, Redis: %v, want refused %v by both", memErr, err, tc.wantErr)

@@ -11,21 +11,21 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 )
 
-// MinRedisMajor is the oldest Redis major version the scripts run on. They
+// minRedisMajor is the oldest Redis major version the scripts run on. They
 // read the server's clock (TIME) and then write, which a server replicates
 // only by the commands' effects: the default from Redis 5.0 on. Older
 // servers refuse such a write ("Write commands not allowed after non
 // deterministic commands"); the scripts also use HSET with several fields
 // and UNLINK (Redis 4.0).
-const MinRedisMajor = 5
+const minRedisMajor = 5
 
-// ErrVersion reports a Redis server older than MinRedisMajor, found by
-// CheckVersion or by a script call's error.
+// ErrVersion reports a Redis server older than 5.0, which the scripts
+// need, found by CheckVersion or by a script call's error.
 var ErrVersion = errors.New("redisstore: Redis server too old: redlimit needs Redis 5.0 or later")
 
 // CheckVersion asks the server (every master of a Cluster) for its
 // version and returns an error wrapping ErrVersion when it is older
-// than MinRedisMajor, or Redis's error, wrapped, when it cannot tell. Call
+// than 5.0, or Redis's error, wrapped, when it cannot tell. Call
 // it at startup to fail early: a store on an older server otherwise fails
 // each decision with ErrVersion and decides by its FailureMode.
 func CheckVersion(ctx context.Context, client redis.UniversalClient) error {
@@ -64,7 +64,7 @@ func checkVersion(info string) error {
 		if err != nil {
 			return fmt.Errorf("%w: unreadable version %q", ErrVersion, v)
 		}
-		if n < MinRedisMajor {
+		if n < minRedisMajor {
 			return fmt.Errorf("%w: the server runs %s", ErrVersion, v)
 		}
 		return nil

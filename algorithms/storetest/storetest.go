@@ -1,7 +1,10 @@
-// Package storetest is the conformance suite of algorithms.Store: the
-// scripted sequences every store must answer alike (the memory store, the
-// Redis store on one server and on a Cluster, and any store of your own),
-// and the contract of the limiters a store makes. Call it from a test:
+// Package storetest holds test helpers for code that rate-limits, as
+// net/http/httptest does for HTTP: ManualClock, a clock a test moves, for a
+// store's and the middleware's WithClock; and the conformance suite of
+// algorithms.Store: the scripted sequences every store must answer alike
+// (the memory store, the Redis store on one server and on a Cluster, and
+// any store of your own), and the contract of the limiters a store makes.
+// Call the suite from a test:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) algorithms.Store { return newMyStore(t) })
@@ -165,8 +168,8 @@ func checkContract(t *testing.T, newStore func(t *testing.T) algorithms.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Algorithm() != algorithms.TokenBucket || !algorithms.CanReserve(l) {
-			t.Errorf("Algorithm %q, CanReserve %v; want %q, true", l.Algorithm(), algorithms.CanReserve(l), algorithms.TokenBucket)
+		if l.Algorithm() != algorithms.TokenBucket || !l.Algorithm().CanReserve() {
+			t.Errorf("Algorithm %q, CanReserve %v; want %q, true", l.Algorithm(), l.Algorithm().CanReserve(), algorithms.TokenBucket)
 		}
 		if ps := l.Policies(); len(ps) != 2 || ps[0].Quota != 2 || ps[1].Quota != 50 {
 			t.Errorf("Policies %+v, want quotas 2 and 50 in order", ps)

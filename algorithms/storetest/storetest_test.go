@@ -51,7 +51,7 @@ func TestUserStoreClocked(t *testing.T) {
 		}
 	})
 	storetest.RunClocked(t, func(t *testing.T) (algorithms.Store, func(time.Duration)) {
-		clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
+		clock := storetest.NewManualClock(time.Unix(1_800_000_000, 0))
 		start := clock.Now()
 		s := &countingStore{inner: must(memstore.New(memstore.WithClock(clock.Now))), decisions: &decisions}
 		return s, func(at time.Duration) { clock.Set(start.Add(at)) }

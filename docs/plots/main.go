@@ -34,6 +34,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/memstore"
 )
 
@@ -135,7 +136,7 @@ func drawAll(out, bench string, stdout, stderr io.Writer) error {
 // (or, for a pattern that plots denials, denied) requests at each step.
 func simulate(p traffic, alg algorithms.Algorithm) (plotter.XYs, error) {
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := algorithms.NewManualClock(start)
+	clock := storetest.NewManualClock(start)
 	store, err := memstore.New(memstore.WithClock(clock.Now))
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/memstore"
@@ -51,7 +52,7 @@ func Replay(t *testing.T, obs Observer, seen func() bool) {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	clock := algorithms.NewManualClock(time.Unix(1_800_000_000, 0))
+	clock := storetest.NewManualClock(time.Unix(1_800_000_000, 0))
 	mem := must(memstore.New(memstore.WithClock(clock.Now)))
 
 	// search: 2 allowed, 1 denied, 1 key error (an unknown API key).

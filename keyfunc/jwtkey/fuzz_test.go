@@ -42,7 +42,7 @@ func FuzzSubject(f *testing.F) {
 		if !ok {
 			t.Fatalf("token %q gave key %q but does not verify", token, key)
 		}
-		if want := keytext.Namespaced("sub:", sub, MaxSubjectLen, isIdentByte); key != want {
+		if want := keytext.Namespaced("sub:", sub, maxSubjectLen, isIdentByte); key != want {
 			t.Fatalf("key %q, want %q", key, want)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -74,7 +75,7 @@ func TestJWTIssuerSubject(t *testing.T) {
 	if _, err := key(claims("", "alice")); !errors.Is(err, keyfunc.ErrInvalidToken) {
 		t.Fatalf("no issuer: %v, want keyfunc.ErrInvalidToken", err)
 	}
-	if _, err := NewIssuerSubject(nil); !errors.Is(err, keyfunc.ErrInvalidOption) {
+	if _, err := NewIssuerSubject(nil); !errors.Is(err, algorithms.ErrInvalidOption) {
 		t.Fatalf("nil key function: %v", err)
 	}
 }

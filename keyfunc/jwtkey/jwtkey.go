@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/errlist"
 	"github.com/redlimit/redlimit/internal/keytext"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -18,11 +19,11 @@ import (
 
 // Bounds on what a bearer token may make us do.
 const (
-	// MaxTokenLen is the longest bearer token parsed, in bytes.
-	MaxTokenLen = 8 << 10
-	// MaxSubjectLen is the longest subject kept verbatim in a key; longer
+	// maxTokenLen is the longest bearer token parsed, in bytes.
+	maxTokenLen = 8 << 10
+	// maxSubjectLen is the longest subject kept verbatim in a key; longer
 	// subjects are hashed.
-	MaxSubjectLen = 256
+	maxSubjectLen = 256
 )
 
 // defaultMethods is the algorithm allow-list Subject applies unless told
@@ -57,17 +58,17 @@ var errAlgNone = errors.New(`alg "none" is never accepted`)
 // claims validation (jwt.WithoutClaimsValidation) are invalid.
 //
 // A missing header or another scheme (such as Basic) is an error wrapping
-// [keyfunc.ErrNoToken]. A token longer than [MaxTokenLen], one that fails to
+// [keyfunc.ErrNoToken]. A token longer than 8 KiB, one that fails to
 // verify, one without a subject, or two Authorization headers give an
 // error wrapping [keyfunc.ErrInvalidToken] and the jwt error that applies (such as
 // jwt.ErrTokenExpired). Error texts never hold the token or text taken
 // from it; an error from keyFunc is wrapped as it is.
 //
-// A subject longer than [MaxSubjectLen] bytes, or holding bytes other than
+// A subject longer than 256 bytes, or holding bytes other than
 // letters, digits and "-._~@+=:/", is hashed: "sub:#" followed by 32 hex
 // digits.
 //
-// If the options are invalid, every call fails with [keyfunc.ErrInvalidOption];
+// If the options are invalid, every call fails with [algorithms.ErrInvalidOption];
 // use [NewSubject] to learn that at start-up.
 func Subject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) keyfunc.KeyFunc {
 	kf, err := NewSubject(keyFunc, opts...)
@@ -78,7 +79,7 @@ func Subject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) keyfunc.KeyFunc {
 }
 
 // NewSubject is [Subject] with its options checked up front: it
-// returns an error wrapping [keyfunc.ErrInvalidOption] instead of a KeyFunc that
+// returns an error wrapping [algorithms.ErrInvalidOption] instead of a KeyFunc that
 // always fails.
 func NewSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (keyfunc.KeyFunc, error) {
 	return newJWT("jwtkey.Subject", subjectKey, keyFunc, opts)
@@ -106,7 +107,7 @@ func NewIssuerSubject(keyFunc jwt.Keyfunc, opts ...jwt.ParserOption) (keyfunc.Ke
 
 // subjectKey is Subject's key of verified claims.
 func subjectKey(c *jwt.RegisteredClaims) (string, error) {
-	return keytext.Namespaced("sub:", c.Subject, MaxSubjectLen, isIdentByte), nil
+	return keytext.Namespaced("sub:", c.Subject, maxSubjectLen, isIdentByte), nil
 }
 
 // issuerSubjectKey is IssuerSubject's key of verified claims. Neither
@@ -115,7 +116,7 @@ func issuerSubjectKey(c *jwt.RegisteredClaims) (string, error) {
 	if c.Issuer == "" {
 		return "", fmt.Errorf("%w: no issuer", keyfunc.ErrInvalidToken)
 	}
-	if len(c.Issuer)+len(c.Subject) <= MaxSubjectLen && keytext.AllSafe(c.Issuer, isIdentByte) && keytext.AllSafe(c.Subject, isIdentByte) {
+	if len(c.Issuer)+len(c.Subject) <= maxSubjectLen && keytext.AllSafe(c.Issuer, isIdentByte) && keytext.AllSafe(c.Subject, isIdentByte) {
 		return "iss:" + c.Issuer + ",sub:" + c.Subject, nil
 	}
 	return keytext.Namespaced("isub:", c.Issuer+"\x00"+c.Subject, 0, isIdentByte), nil
@@ -125,7 +126,7 @@ func issuerSubjectKey(c *jwt.RegisteredClaims) (string, error) {
 // turns verified claims into the key.
 func newJWT(name string, key func(*jwt.RegisteredClaims) (string, error), keyFunc jwt.Keyfunc, opts []jwt.ParserOption) (keyfunc.KeyFunc, error) {
 	if keyFunc == nil {
-		return nil, fmt.Errorf("%w: %s: nil jwt.Keyfunc", keyfunc.ErrInvalidOption, name)
+		return nil, fmt.Errorf("%w: %s: nil jwt.Keyfunc", algorithms.ErrInvalidOption, name)
 	}
 	all := []jwt.ParserOption{
 		jwt.WithValidMethods(defaultMethods),
@@ -209,14 +210,14 @@ func bearerToken(r *http.Request) (string, error) {
 		return "", errNotBearer
 	}
 	v = v[len(scheme):]
-	if len(v) > MaxTokenLen+16 { // a little slack for extra spaces
+	if len(v) > maxTokenLen+16 { // a little slack for extra spaces
 		return "", errTokenTooLong
 	}
 	v = strings.TrimLeft(v, " ")
 	switch {
 	case v == "":
 		return "", errTokenEmpty
-	case len(v) > MaxTokenLen:
+	case len(v) > maxTokenLen:
 		return "", errTokenTooLong
 	}
 	return v, nil
@@ -226,7 +227,7 @@ func bearerToken(r *http.Request) (string, error) {
 var (
 	errTokenRepeated = fmt.Errorf("%w: Authorization header sent more than once", keyfunc.ErrInvalidToken)
 	errNotBearer     = fmt.Errorf("%w: Authorization is not a Bearer scheme", keyfunc.ErrNoToken)
-	errTokenTooLong  = fmt.Errorf("%w: longer than %d bytes", keyfunc.ErrInvalidToken, MaxTokenLen)
+	errTokenTooLong  = fmt.Errorf("%w: longer than %d bytes", keyfunc.ErrInvalidToken, maxTokenLen)
 	errTokenEmpty    = fmt.Errorf("%w: empty Bearer token", keyfunc.ErrInvalidToken)
 )
 
@@ -286,7 +287,7 @@ func probeParserOptions(opts []jwt.ParserOption) error {
 		return nil, errAlgNone
 	})
 	if reached {
-		return fmt.Errorf(`%w: jwtkey.Subject: the algorithm allow-list admits "none" (is jwt.WithValidMethods empty?)`, keyfunc.ErrInvalidOption)
+		return fmt.Errorf(`%w: jwtkey.Subject: the algorithm allow-list admits "none" (is jwt.WithValidMethods empty?)`, algorithms.ErrInvalidOption)
 	}
 
 	expired, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
@@ -301,7 +302,7 @@ func probeParserOptions(opts []jwt.ParserOption) error {
 	if _, err := p.ParseWithClaims(expired, &jwt.RegisteredClaims{}, func(*jwt.Token) (any, error) {
 		return probeKey, nil
 	}); err == nil {
-		return fmt.Errorf("%w: jwtkey.Subject: a token expired in 1970 was accepted (jwt.WithoutClaimsValidation, or a clock or leeway far off?)", keyfunc.ErrInvalidOption)
+		return fmt.Errorf("%w: jwtkey.Subject: a token expired in 1970 was accepted (jwt.WithoutClaimsValidation, or a clock or leeway far off?)", algorithms.ErrInvalidOption)
 	}
 	return nil
 }

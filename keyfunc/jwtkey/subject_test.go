@@ -12,6 +12,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -79,7 +80,7 @@ func TestJWTSubject(t *testing.T) {
 		{name: "token as scheme", req: newRequest("", map[string][]string{"Authorization": {valid}}), wantErr: []error{keyfunc.ErrNoToken}},
 		{name: "two Authorization headers", req: newRequest("", map[string][]string{"Authorization": {"Bearer " + valid, "Bearer " + valid}}),
 			wantErr: []error{keyfunc.ErrInvalidToken}},
-		{name: "too long", req: bearer(valid + strings.Repeat("A", MaxTokenLen)), wantErr: []error{keyfunc.ErrInvalidToken}},
+		{name: "too long", req: bearer(valid + strings.Repeat("A", maxTokenLen)), wantErr: []error{keyfunc.ErrInvalidToken}},
 		{name: "forged signature", req: bearer(valid[:strings.LastIndexByte(valid, '.')+1] + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
 			wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
 		{name: "forged claims", req: bearer(forgeSubject(t, valid, "mallory")), wantErr: []error{keyfunc.ErrInvalidToken, jwt.ErrTokenSignatureInvalid}},
@@ -186,12 +187,12 @@ func TestJWTSubjectInvalidOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewSubject(tt.keyFunc, tt.opts...); !errors.Is(err, keyfunc.ErrInvalidOption) {
-				t.Errorf("NewSubject error = %v, want keyfunc.ErrInvalidOption", err)
+			if _, err := NewSubject(tt.keyFunc, tt.opts...); !errors.Is(err, algorithms.ErrInvalidOption) {
+				t.Errorf("NewSubject error = %v, want algorithms.ErrInvalidOption", err)
 			}
 			valid := sign(t, jwt.SigningMethodHS256, hmacSecret, claimsFor("alice", time.Hour))
-			if key, err := Subject(tt.keyFunc, tt.opts...)(bearer(valid)); !errors.Is(err, keyfunc.ErrInvalidOption) || key != "" {
-				t.Errorf("Subject() = %q, %v; want keyfunc.ErrInvalidOption", key, err)
+			if key, err := Subject(tt.keyFunc, tt.opts...)(bearer(valid)); !errors.Is(err, algorithms.ErrInvalidOption) || key != "" {
+				t.Errorf("Subject() = %q, %v; want algorithms.ErrInvalidOption", key, err)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package algorithms
+package storetest
 
 import (
 	"sync"
@@ -6,7 +6,8 @@ import (
 )
 
 // ManualClock is a clock that moves only when told to, for tests of code
-// that rate-limits: give its Now to WithClock (and to middleware.WithClock)
+// that rate-limits: give its Now to a store's WithClock (memstore's,
+// redisstore's, or RunClocked's store) and to middleware.WithClock,
 // and a test walks through minutes of limits in microseconds, with no
 // sleep. It is safe for concurrent use.
 //
