@@ -297,15 +297,12 @@ func redisClientNeverUsed() *redis.Client {
 // storeNeverUsed is a store on redisClientNeverUsed, closed with its
 // client when t ends. It does not read the eviction policy: New would wait
 // up to the timeout for a read that cannot succeed. Nothing it owes can
-// reach Redis, so Close gets 100 ms, for its goroutines to return, rather
-// than closeCtx's second of trying to send.
+// reach Redis: it is closed with closeSoon.
 func storeNeverUsed(t testing.TB, opts ...Option) *Store {
 	c := redisClientNeverUsed()
 	s := must(New(c, append(opts, WithEvictionAllowed())...))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		_ = s.Close(ctx)
+		_ = s.Close(closeSoon())
 		_ = c.Close()
 	})
 	return s
