@@ -73,13 +73,13 @@ func TestCostAfterAboveQuotaOnePerPeriod(t *testing.T) {
 // more than one period, not starved. The clients of every store and
 // algorithm try side by side, each on its own limiter: the test mostly
 // waits between requests, and a late request only widens a gap.
-func TestCostAfterAboveQuotaOnePerPeriodRedis(t *testing.T) {
+func testCostAfterAboveQuotaOnePerPeriodRedis(t *testing.T, stores []outcomeStore) {
 	limit := algorithms.PerSecond(10)
 	const span = 2500 * time.Millisecond
 	step := limit.Period / time.Duration(limit.Rate) / 2
 	var runs []*exportRun
 	var wg sync.WaitGroup
-	for _, st := range outcomeStores(t)[1:] {
+	for _, st := range stores[1:] {
 		for _, alg := range algorithms.Algorithms {
 			r := &exportRun{name: st.name + "/" + string(alg), alg: alg}
 			runs = append(runs, r)
@@ -115,7 +115,7 @@ func TestCostAfterAboveQuotaOnePerPeriodRedis(t *testing.T) {
 	}
 }
 
-// exportRun is one client of TestCostAfterAboveQuotaOnePerPeriodRedis:
+// exportRun is one client of testCostAfterAboveQuotaOnePerPeriodRedis:
 // when each of its served exports was sent and answered, and the first
 // status neither 200 nor 429, if any.
 type exportRun struct {
