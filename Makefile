@@ -64,11 +64,12 @@ test:
 # build tag scale): 40,000 and 160,000 identities through a frozen Redis,
 # three stores on separate clients, 65,536 identities of one client; and
 # the full runs of the differential tests of the scripts, of which make
-# test takes a quarter of the steps (stepsOf), of the lease and fault
-# matrices of which it takes a part (wholeMatrix), of every fault under
+# test takes a quarter of the steps (stepsOf; of the odd states' test,
+# half), of the lease, fault and
+# lost-reply matrices of which it takes a part (wholeMatrix), of every fault under
 # every algorithm across instances (internal/faults), and of the leases'
 # simulation at 32 instances (leaseSimSizes). With -race, as every test.
-SCALE_RUN := ^TestScale|^TestDifferential|^TestBatchScriptMatchesDriver$$|^TestAttack3OneScriptMatchesDriver$$|^TestLeasesAtMostLimitPerKey$$|^TestAttackBatchFloodManyStores$$|^TestConcurrencyLeasesReleasedAfterFault$$|^TestLeasesUnderAdmission$$|^TestLeasesThroughOutage$$|^TestWrittenOutOneScriptsMatchAtBounds$$|^TestLeaseRedisCallsFlatWithTraffic$$|^TestLeasesReachLimit$$|^TestLeasesAcrossWindows$$|^TestLeasesHolderKilled$$|^TestLeasesPartitionedInstance$$|^TestLeasedLimitsAttack$$|^TestLeasedLimitsAtMostEachLimit$$
+SCALE_RUN := ^TestScale|^TestDifferential|^TestBatchScriptMatchesDriver$$|^TestAttack3OneScriptMatchesDriver$$|^TestLeasesAtMostLimitPerKey$$|^TestAttackBatchFloodManyStores$$|^TestConcurrencyLeasesReleasedAfterFault$$|^TestLeasesUnderAdmission$$|^TestLeasesThroughOutage$$|^TestWrittenOutOneScriptsMatchAtBounds$$|^TestLeaseRedisCallsFlatWithTraffic$$|^TestLeasesReachLimit$$|^TestLeasesAcrossWindows$$|^TestLeasesHolderKilled$$|^TestLeasesPartitionedInstance$$|^TestLeasedLimitsAttack$$|^TestLeasedLimitsAtMostEachLimit$$|^TestAttack3LostRepliesCountOnce$$|^TestOneAndBatchMatchDriverOnOddStates$$
 test-scale:
 	bash .ci/install-redis.sh
 	$(GO) test -race -tags scale -count=1 -p 1 -timeout 60m -run '$(SCALE_RUN)' ./redisstore/
@@ -78,11 +79,11 @@ test-scale:
 # (a language or library feature, or a dependency whose go.mod asks for
 # more). Every module of MODULES is vetted too, and so are the bench and
 # plots modules, which make test does not run, and the test files behind
-# build tags (scale, attack).
+# build tags (attack, which only adds files, with the rest; scale, which
+# swaps some, apart).
 test-oldest:
-	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
+	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet -tags attack ./...
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet -tags scale ./redisstore/ ./internal/faults/
-	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet -tags attack ./redisstore/
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -count=1 -short -p 1 $(PKG_OLDEST)
 	set -e; for m in $(MODULES); do \
 		echo "== $$m"; (cd $$m && GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...); \

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,50 +71,75 @@ func TestCostAfterAboveQuotaOnePerPeriod(t *testing.T) {
 // a request every 50 ms for 2.5 s. Each admission comes at least a period
 // after the one before it (as the client sees it: from the earlier
 // request's start to the later one's end), and the client is served in
-// more than one period, not starved.
-func TestCostAfterAboveQuotaOnePerPeriodRedis(t *testing.T) {
+// more than one period, not starved. The clients of every store and
+// algorithm try side by side, each on its own limiter: the test mostly
+// waits between requests, and a late request only widens a gap.
+func testCostAfterAboveQuotaOnePerPeriodRedis(t *testing.T, stores []outcomeStore) {
 	limit := algorithms.PerSecond(10)
 	const span = 2500 * time.Millisecond
 	step := limit.Period / time.Duration(limit.Rate) / 2
-	for _, st := range outcomeStores(t)[1:] {
+	var runs []*exportRun
+	var wg sync.WaitGroup
+	for _, st := range stores[1:] {
 		for _, alg := range algorithms.Algorithms {
-			t.Run(st.name+"/"+string(alg), func(t *testing.T) {
-				t.Parallel()
-				lim := st.new(alg, limit)
-				h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 1000}
-				mw := mustNew(t, lim, WithKeyFunc(headerKey), WithTimeout(5*time.Second), WithCostAfter())(h)
-				var starts, ends []time.Time
-				began := time.Now()
-				for time.Since(began) < span {
-					sent := time.Now()
-					code := get(mw, "/", "exporter").Code
-					switch code {
-					case http.StatusOK:
-						starts, ends = append(starts, sent), append(ends, time.Now())
-					case http.StatusTooManyRequests:
-					default:
-						t.Fatalf("status %d", code)
-					}
-					time.Sleep(time.Until(sent.Add(step)))
-				}
-				// At most one a period follows from the gaps below.
-				if len(starts) < 2 {
-					t.Errorf("%d exports served in %s; want one a period, at least 2", len(starts), span)
-				}
-				// The sliding counter's windows are fixed in time: it lets the
-				// next export through at the same offset into the next window,
-				// which this client, trying every step, sees up to a step
-				// early.
-				least := limit.Period
-				if alg == algorithms.SlidingWindowCounter {
-					least -= step
-				}
-				for i := 1; i < len(starts); i++ {
-					if gap := ends[i].Sub(starts[i-1]); gap < least {
-						t.Errorf("export %d served within %s of the one before; want at least %s", i+1, gap, least)
-					}
-				}
-			})
+			r := &exportRun{name: st.name + "/" + string(alg), alg: alg}
+			runs = append(runs, r)
+			h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 1000}
+			mw := mustNew(t, st.new(alg, limit), WithKeyFunc(headerKey), WithTimeout(5*time.Second), WithCostAfter())(h)
+			wg.Go(func() { r.export(mw, step, span) })
 		}
+	}
+	wg.Wait()
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			if r.status != 0 {
+				t.Fatalf("status %d", r.status)
+			}
+			// At most one a period follows from the gaps below.
+			if len(r.starts) < 2 {
+				t.Errorf("%d exports served in %s; want one a period, at least 2", len(r.starts), span)
+			}
+			// The sliding counter's windows are fixed in time: it lets the
+			// next export through at the same offset into the next window,
+			// which this client, trying every step, sees up to a step
+			// early.
+			least := limit.Period
+			if r.alg == algorithms.SlidingWindowCounter {
+				least -= step
+			}
+			for i := 1; i < len(r.starts); i++ {
+				if gap := r.ends[i].Sub(r.starts[i-1]); gap < least {
+					t.Errorf("export %d served within %s of the one before; want at least %s", i+1, gap, least)
+				}
+			}
+		})
+	}
+}
+
+// exportRun is one client of testCostAfterAboveQuotaOnePerPeriodRedis:
+// when each of its served exports was sent and answered, and the first
+// status neither 200 nor 429, if any.
+type exportRun struct {
+	name         string
+	alg          algorithms.Algorithm
+	starts, ends []time.Time
+	status       int
+}
+
+// export sends an export through mw every step for span, and stops at
+// the first status neither 200 nor 429.
+func (r *exportRun) export(mw http.Handler, step, span time.Duration) {
+	began := time.Now()
+	for time.Since(began) < span {
+		sent := time.Now()
+		switch code := get(mw, "/", "exporter").Code; code {
+		case http.StatusOK:
+			r.starts, r.ends = append(r.starts, sent), append(r.ends, time.Now())
+		case http.StatusTooManyRequests:
+		default:
+			r.status = code
+			return
+		}
+		time.Sleep(time.Until(sent.Add(step)))
 	}
 }

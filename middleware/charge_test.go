@@ -15,8 +15,8 @@ import (
 // charged all that is left, so the requests after it of the same period
 // are refused: exactly 1 of 20 sequential requests passes a quota of 10
 // per hour, whatever the algorithm and the store, and nothing is logged.
-func TestCostAfterAboveQuota(t *testing.T) {
-	for _, st := range outcomeStores(t) {
+func testCostAfterAboveQuota(t *testing.T, stores []outcomeStore) {
+	for _, st := range stores {
 		for _, alg := range algorithms.Algorithms {
 			t.Run(st.name+"/"+string(alg), func(t *testing.T) {
 				t.Parallel()

@@ -18,12 +18,16 @@ import (
 	"github.com/redlimit/redlimit/redisstore"
 )
 
-// outcomeStores are the stores the charge-by-outcome tests run on: memory,
-// Redis and Cluster, each a limiter factory.
-func outcomeStores(t *testing.T) []struct {
+// outcomeStore is a store the charge-by-outcome tests run on, as a
+// limiter factory: each limiter has a prefix of its own.
+type outcomeStore struct {
 	name string
 	new  func(alg algorithms.Algorithm, limits ...algorithms.Limit) algorithms.Limiter
-} {
+}
+
+// outcomeStores are the stores the charge-by-outcome tests run on: memory,
+// Redis and Cluster.
+func outcomeStores(t *testing.T) []outcomeStore {
 	t.Helper()
 	single := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
 	t.Cleanup(func() { _ = single.Close() })
@@ -36,15 +40,29 @@ func outcomeStores(t *testing.T) []struct {
 			return newLimiter(t, must(redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTimeout(5*time.Second))), alg, limits...)
 		}
 	}
-	return []struct {
-		name string
-		new  func(alg algorithms.Algorithm, limits ...algorithms.Limit) algorithms.Limiter
-	}{
+	return []outcomeStore{
 		{"memory", func(alg algorithms.Algorithm, limits ...algorithms.Limit) algorithms.Limiter {
 			return newLimiter(t, must(memstore.New()), alg, limits...)
 		}},
 		{"redis", onRedis(single)},
 		{"cluster", onRedis(cluster)},
+	}
+}
+
+// The charge-by-outcome tests on outcomeStores, each a subtest of this
+// one, so that its Redis server and Cluster start once, not once a test.
+func TestOnOutcomeStores(t *testing.T) {
+	stores := outcomeStores(t)
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, []outcomeStore)
+	}{
+		{"CostAfterAboveQuota", testCostAfterAboveQuota},
+		{"CostAfterAboveQuotaOnePerPeriodRedis", testCostAfterAboveQuotaOnePerPeriodRedis},
+		{"ChargeIfBurst", testChargeIfBurst},
+		{"SetCostSettles", testSetCostSettles},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, stores) })
 	}
 }
 
@@ -77,8 +95,7 @@ func failuresOnly(status int) bool { return status >= 400 }
 // failures: when they all succeed, never more than 10 run at once (each is
 // reserved before it runs), and once they end the whole quota is back; when
 // they all fail, exactly 10 pass. Every algorithm, on every store.
-func TestChargeIfBurst(t *testing.T) {
-	stores := outcomeStores(t)
+func testChargeIfBurst(t *testing.T, stores []outcomeStore) {
 	for _, st := range stores {
 		for _, alg := range algorithms.Algorithms {
 			t.Run(st.name+"/"+string(alg), func(t *testing.T) {
@@ -145,8 +162,8 @@ func burst(h http.Handler, client string, n int) map[int]int {
 
 // SetCost settles the reserved cost down (a refund, never above the quota)
 // and up (a further charge), on every store.
-func TestSetCostSettles(t *testing.T) {
-	for _, st := range outcomeStores(t) {
+func testSetCostSettles(t *testing.T, stores []outcomeStore) {
+	for _, st := range stores {
 		for _, tc := range []struct {
 			name     string
 			reserved int

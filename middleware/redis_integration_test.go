@@ -225,10 +225,12 @@ func TestRedisAPIKeyNeverStored(t *testing.T) {
 
 func TestRedisRetryAfterHonoured(t *testing.T) {
 	// Redis keeps its own clock, so this waits for real: a one-second
-	// window keeps it short.
+	// window keeps it short, and the algorithms, each on its own key,
+	// wait side by side.
 	addr := redistest.Standalone(t)
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
+			t.Parallel()
 			lim := redisLimiter(t, addr, alg, algorithms.Limit{Rate: 2, Period: 500 * time.Millisecond})
 			h := mustNew(t, lim, WithTimeout(time.Second))(&okHandler{})
 			client := "203.0.113.9:1"

@@ -296,12 +296,13 @@ func redisClientNeverUsed() *redis.Client {
 
 // storeNeverUsed is a store on redisClientNeverUsed, closed with its
 // client when t ends. It does not read the eviction policy: New would wait
-// up to the timeout for a read that cannot succeed.
+// up to the timeout for a read that cannot succeed. Nothing it owes can
+// reach Redis: it is closed with closeSoon.
 func storeNeverUsed(t testing.TB, opts ...Option) *Store {
 	c := redisClientNeverUsed()
 	s := must(New(c, append(opts, WithEvictionAllowed())...))
 	t.Cleanup(func() {
-		_ = s.Close(closeCtx())
+		_ = s.Close(closeSoon())
 		_ = c.Close()
 	})
 	return s

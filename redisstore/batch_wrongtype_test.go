@@ -33,7 +33,7 @@ func TestAttackBatchWrongTypeKeyFailsAlone(t *testing.T) {
 				defer c.Close()
 				s := must(New(c, WithPrefix(fmt.Sprintf("abw-%v-%s", mode, alg)), WithTimeout(2*time.Second),
 					WithMaxInFlight(1), WithDenialCache(0), WithFailureMode(mode)))
-				defer s.Close(closeCtx())
+				defer s.Close(closeSoon()) // the bad key's charges never land
 				l, err := algorithms.New(s, alg, algorithms.PerHour(quota))
 				if err != nil {
 					t.Fatal(err)

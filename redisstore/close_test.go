@@ -89,8 +89,9 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 
 				// Calls stuck in a paused Redis on a client that ignores
 				// deadlines end at its ReadTimeout, which Close waits for,
-				// and one Close sends may end that long after ctx.
-				const wait = 3 * time.Second
+				// and one Close sends may end that long after ctx; ctx
+				// outlasts the ReadTimeout, so Close gets past that wait.
+				const wait = readTimeout + 500*time.Millisecond
 				ctx, cancel := context.WithTimeout(context.Background(), wait)
 				defer cancel()
 				most := wait + time.Second

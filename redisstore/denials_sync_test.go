@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,16 +15,11 @@ import (
 )
 
 // twoInstances returns a client per application instance, each its own
-// connections to the same Redis (one server, or a Cluster), and a function
-// that kills every pub/sub connection on every node.
-func twoInstances(t *testing.T, cluster bool) (a, b redis.UniversalClient, killPubSub func()) {
+// connections to the same Redis (one server at addrs[0], or the Cluster
+// of addrs), and a function that kills every pub/sub connection on every
+// node.
+func twoInstances(t *testing.T, addrs []string, cluster bool) (a, b redis.UniversalClient, killPubSub func()) {
 	t.Helper()
-	var addrs []string
-	if cluster {
-		addrs = redistest.Cluster(t)
-	} else {
-		addrs = []string{redistest.Standalone(t)}
-	}
 	newClient := func() redis.UniversalClient {
 		var c redis.UniversalClient
 		if cluster {
@@ -53,9 +49,11 @@ func twoInstances(t *testing.T, cluster bool) (a, b redis.UniversalClient, killP
 // denialCacheBound, on one server and on Cluster, also when B's
 // subscription connection was killed just before. B's denial is checked to
 // come from its cache, past the bound of its own age (so trusted on the
-// strength of the subscription), right before A acts.
+// strength of the subscription), right before A acts. The cases share a
+// server and a Cluster, each case under a prefix of its own.
 func TestDenialCacheFollowsRefunds(t *testing.T) {
-	for _, tc := range []struct {
+	standalone, cluster := []string{redistest.Standalone(t)}, redistest.Cluster(t)
+	for i, tc := range []struct {
 		name    string
 		cluster bool
 		kill    bool
@@ -70,10 +68,15 @@ func TestDenialCacheFollowsRefunds(t *testing.T) {
 		{name: "cluster/refund/subscription killed", cluster: true, kill: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ca, cb, kill := twoInstances(t, tc.cluster)
+			addrs := standalone
+			if tc.cluster {
+				addrs = cluster
+			}
+			ca, cb, kill := twoInstances(t, addrs, tc.cluster)
 			ctx := context.Background()
+			prefix := "refunds" + strconv.Itoa(i)
 			newLimiter := func(c redis.UniversalClient) algorithms.RateLimiter {
-				l, err := algorithms.New(must(New(c, WithTimeout(time.Second))), algorithms.FixedWindow, algorithms.PerMinute(2))
+				l, err := algorithms.New(must(New(c, WithTimeout(time.Second), WithPrefix(prefix))), algorithms.FixedWindow, algorithms.PerMinute(2))
 				if err != nil {
 					t.Fatal(err)
 				}

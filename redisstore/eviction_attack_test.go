@@ -108,10 +108,11 @@ func allowed(t *testing.T, l algorithms.Limiter, key string, n int) int {
 	return admitted
 }
 
-// flood sends one request for each of n new identities, from 8 goroutines.
+// flood sends one request for each of n new identities, from 32 goroutines:
+// enough for the store to send them in pipelines of many keys.
 func flood(t *testing.T, l algorithms.Limiter, n int) {
 	t.Helper()
-	const workers = 8
+	const workers = 32
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {

@@ -64,12 +64,14 @@ func TestLocalStartsFromRedis(t *testing.T) {
 // still bounds the twin: over the next 1.5 s the key is admitted at most
 // L + n - 19 = 2 more, where a twin that forgot the minute limit admits a
 // fresh 20 (the buckets: L + n plus what the minute bucket refills
-// meanwhile).
+// meanwhile). The algorithms run side by side, each on its own server:
+// the test mostly waits for windows to pass.
 func TestLocalRemembersEveryLimit(t *testing.T) {
 	short := algorithms.Limit{Rate: 5, Period: 200 * time.Millisecond}
 	long := algorithms.PerMinute(20)
 	for _, alg := range algorithms.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
+			t.Parallel()
 			srv := redistest.StartServer(t)
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 			t.Cleanup(func() { _ = c.Close() })

@@ -56,13 +56,13 @@ func TestSlidingLogCostInRedis(t *testing.T) {
 	key := func(k string) string {
 		return "logcost:{" + k + "}:" + ratemath.StateName(algorithms.SlidingWindowLog, lim)
 	}
-	// timed returns the least server time of one call over a few tries on
-	// fresh keys: a busy machine only ever adds to it.
-	timed := func(prefix string, prepare func(k string), cost int, allowed bool) int64 {
+	// timed returns the least server time of one call over a few tries
+	// on the keys keyOf names (fresh ones, or one whose state the call
+	// leaves as it was): a busy machine only ever adds to it.
+	timed := func(keyOf func(i int) string, cost int, allowed bool) int64 {
 		best := int64(-1)
 		for i := range 3 {
-			k := fmt.Sprintf("%s%d", prefix, i)
-			prepare(k)
+			k := keyOf(i)
 			if err := c.ConfigResetStat(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -76,21 +76,31 @@ func TestSlidingLogCostInRedis(t *testing.T) {
 		}
 		return best
 	}
+	// fill spends k's whole limit in requests of cost 1, from 8
+	// goroutines: a denial leaves the log as it was, so one full key
+	// serves every try of the denial's timing.
 	fill := func(k string) {
-		for range algorithms.MaxSlidingLogRate {
+		forEachKeyN(8, algorithms.MaxSlidingLogRate, func(int) {
 			if res, err := l.Allow(ctx, k, 1); err != nil || !res.Allowed {
-				t.Fatalf("filling %s: %+v, %v", k, res, err)
+				t.Errorf("filling %s: %+v, %v", k, res, err)
 			}
+		})
+		if t.Failed() {
+			t.FailNow()
+		}
+		if n, err := c.ZCard(ctx, key(k)).Result(); err != nil || n != algorithms.MaxSlidingLogRate {
+			t.Fatalf("filled %s with %d members (%v), want %d", k, n, err, algorithms.MaxSlidingLogRate)
 		}
 	}
 
-	maxCost := timed("max", func(string) {}, algorithms.MaxSlidingLogRate, true)
+	maxCost := timed(func(i int) string { return fmt.Sprintf("max%d", i) }, algorithms.MaxSlidingLogRate, true)
 	members, err := c.ZCard(ctx, key("max0")).Result()
 	if err != nil || members != 1 {
 		t.Fatalf("a call of cost %d left %d members (%v), want 1", algorithms.MaxSlidingLogRate, members, err)
 	}
 	oneCall, _ := c.MemoryUsage(ctx, key("max0")).Result()
-	denied := timed("full", fill, 1, false)
+	fill("full0")
+	denied := timed(func(int) string { return "full0" }, 1, false)
 	atCap, _ := c.MemoryUsage(ctx, key("full0")).Result()
 	t.Logf("one call of cost %d: %d µs in Redis, %d bytes; a denial at the cap: %d µs; a key at the cap by requests of cost 1: %d bytes",
 		algorithms.MaxSlidingLogRate, maxCost, oneCall, denied, atCap)

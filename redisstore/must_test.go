@@ -25,6 +25,15 @@ func closeCtx() context.Context {
 	return ctx
 }
 
+// closeSoon is the context a test closes a store with when what the
+// store owes can never land (Redis is unreachable, or refuses the key):
+// 100 ms for its goroutines to return, not closeCtx's second of trying.
+func closeSoon() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	return ctx
+}
+
 // probeStore is a store on c with opts that the test closes when it ends:
 // a second view of the keys another store writes.
 func probeStore(t testing.TB, c redis.UniversalClient, opts ...Option) *Store {

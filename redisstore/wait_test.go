@@ -50,7 +50,9 @@ type waited struct {
 // end, when the Wait returned plus its ResetAfter), and the token bucket
 // (burst 10) at most Burst + Rate × (t + ttl) by each time t of the run.
 // Then a Wait whose turn is past its 100 ms deadline fails with
-// ErrWaitExceedsDeadline before the deadline, and takes nothing.
+// ErrWaitExceedsDeadline before the deadline, and takes nothing. The
+// cases, each under a prefix of its own, run side by side: they mostly
+// wait, and a late answer only takes from what is admitted.
 func TestWaitAcrossStores(t *testing.T) {
 	addr := redistest.Standalone(t)
 	const goroutines, run = 6, 1500 * time.Millisecond
@@ -71,6 +73,7 @@ func TestWaitAcrossStores(t *testing.T) {
 			opts = []Option{WithPrefix("wait-" + string(tc.alg) + "-leased-"), WithLeases(tc.ttl)}
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ls := waitStores(t, addr, tc.alg, tc.lim, opts...)
 			var mu sync.Mutex
 			var admitted []waited

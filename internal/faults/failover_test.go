@@ -95,7 +95,8 @@ func TestSentinelFailover(t *testing.T) {
 			ss := redistest.StartSentinel(t)
 			o := &redis.Options{}
 			k.options(o)
-			client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: ss.MasterName, SentinelAddrs: ss.Addrs, MaxRetries: o.MaxRetries})
+			client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: ss.MasterName, SentinelAddrs: ss.Addrs,
+				MaxRetries: o.MaxRetries, ContextTimeoutEnabled: o.ContextTimeoutEnabled})
 			t.Cleanup(func() { _ = client.Close() })
 			l := newLimiter(t, client, rate)
 			var began time.Time
@@ -126,7 +127,8 @@ func TestClusterFailover(t *testing.T) {
 			cs := redistest.StartClusterWithReplicas(t)
 			o := &redis.Options{}
 			k.options(o)
-			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cs.Addrs, MaxRetries: o.MaxRetries})
+			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cs.Addrs, MaxRetries: o.MaxRetries,
+				ContextTimeoutEnabled: o.ContextTimeoutEnabled})
 			t.Cleanup(func() { _ = client.Close() })
 			l := newLimiter(t, client, rate)
 			var began time.Time
