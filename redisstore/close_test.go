@@ -56,7 +56,7 @@ func exercise(t *testing.T, st *Store) (algorithms.RateLimiter, algorithms.Concu
 // Close leaves no goroutine of the store's, with Redis healthy, paused
 // (frozen, its connections open and silent) or stopped, on a client that
 // honours a context's deadline and on one that does not (whose calls in
-// a paused Redis end at its ReadTimeout, 3s): every goroutine of
+// a paused Redis end at its ReadTimeout, readTimeout): every goroutine of
 // redlimit's code is gone when Close returns, and go-redis's once the
 // client, closed after the store, is. What the store owes is sent while
 // Redis answers, and reported (ErrUnsent) when it cannot.

@@ -76,7 +76,9 @@ func TestDenialCacheFollowsRefunds(t *testing.T) {
 			ctx := context.Background()
 			prefix := "refunds" + strconv.Itoa(i)
 			newLimiter := func(c redis.UniversalClient) algorithms.RateLimiter {
-				l, err := algorithms.New(must(New(c, WithTimeout(time.Second), WithPrefix(prefix))), algorithms.FixedWindow, algorithms.PerMinute(2))
+				s := must(New(c, WithTimeout(time.Second), WithPrefix(prefix)))
+				t.Cleanup(func() { _ = s.Close(closeSoon()) })
+				l, err := algorithms.New(s, algorithms.FixedWindow, algorithms.PerMinute(2))
 				if err != nil {
 					t.Fatal(err)
 				}
