@@ -3,7 +3,7 @@
 -- fixed_window.lua for one request of a plain cost, step for step, written
 -- out as statements so that a call defines no function (defining them is
 -- a fifth of a one-request call's script time). It answers, writes and
--- keeps records as the driver does: TestAttack3OneScriptMatchesDriver and
+-- keeps records as the driver does: TestOneScriptMatchesDriver and
 -- TestOneAndBatchMatchDriverOnOddStates prove it.
 local v = redis.pcall('GET', key)
 if type(v) == 'table' then

@@ -3,7 +3,7 @@
 -- one request of a plain cost, no reservation, step for step, written out
 -- as statements so that a call defines no function (see
 -- one_fixed_window.lua). It answers, writes and keeps records as the
--- driver does: TestAttack3OneScriptMatchesDriver and
+-- driver does: TestOneScriptMatchesDriver and
 -- TestOneAndBatchMatchDriverOnOddStates prove it.
 local cap, need = BURST * PERIOD, cost * PERIOD
 local backlog = 0

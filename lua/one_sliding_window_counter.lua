@@ -3,7 +3,7 @@
 -- sliding_window_counter.lua for one request of a plain cost, step for
 -- step, written out as statements so that a call defines no function (see
 -- one_fixed_window.lua). It answers, writes and keeps records as the
--- driver does: TestAttack3OneScriptMatchesDriver and
+-- driver does: TestOneScriptMatchesDriver and
 -- TestOneAndBatchMatchDriverOnOddStates prove it.
 local ws, cur, prev = now, 0, 0
 local v = redis.pcall('GET', key)

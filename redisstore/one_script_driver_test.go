@@ -127,7 +127,7 @@ func stateOf(ctx context.Context, t *testing.T, c *redis.Client, key string) str
 // cost, on random sequences in which the driver's other kinds (peeks,
 // reservations, refunds, charges, overdraws) and several requests in one
 // call run on both keys in between; limits include coarse time units.
-func TestAttack3OneScriptMatchesDriver(t *testing.T) {
+func TestOneScriptMatchesDriver(t *testing.T) {
 	addr := redistest.Standalone(t)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
@@ -229,7 +229,7 @@ func TestAttack3OneScriptMatchesDriver(t *testing.T) {
 // one-request script) count a key apart, exactly to their quotas, when
 // their requests go in pipelines of many keys and Redis loses every script
 // between rounds (SCRIPT FLUSH): on one server and on Cluster.
-func TestAttack3OneScriptFlushedAndShared(t *testing.T) {
+func TestOneScriptFlushedAndShared(t *testing.T) {
 	ctx := context.Background()
 	standalone := redistest.Standalone(t)
 	cluster := redistest.Cluster(t)
@@ -362,7 +362,7 @@ func (h nosyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // Redis decided counts exactly once. make test runs every algorithm
 // without a hook and under one of the two hooks, in turn; make test-scale
 // (wholeMatrix) every algorithm under each.
-func TestAttack3LostRepliesCountOnce(t *testing.T) {
+func TestOneScriptLostRepliesCountOnce(t *testing.T) {
 	counts := &dropCounts{}
 	proxyAddr, direct := lossyRedis(t, counts)
 	ctx := context.Background()
@@ -432,7 +432,7 @@ var tokenState = regexp.MustCompile(`^string -?[0-9]+:[0-9]+$`)
 // A token bucket an older script left as a hash in debt (a reservation's
 // negative level) reads as that debt, not as a full bucket; and the first
 // write keeps the debt, in the string state.
-func TestAttack3TokenBucketHashDebtReads(t *testing.T) {
+func TestTokenBucketHashDebtReads(t *testing.T) {
 	addr := redistest.Standalone(t)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
@@ -470,7 +470,7 @@ func TestAttack3TokenBucketHashDebtReads(t *testing.T) {
 // not while Redis is frozen (every PING times out) nor while it is down
 // (every PING refused); and the subscriptions of many stores on one open
 // client all end when the stores close, leaving no goroutine behind.
-func TestAttack3DenialSyncProbe(t *testing.T) {
+func TestDenialSyncProbe(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 200 * time.Millisecond})
