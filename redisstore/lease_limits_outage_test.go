@@ -19,6 +19,10 @@ import (
 // bucket's per day).
 const limitsOutageTight = 96
 
+// limitsOutageTTL is the outage test's leases' ttl: longer than the run,
+// so that every lease taken before the fault lasts through it.
+const limitsOutageTTL = 5 * time.Second
+
 // limitsOutageShapes are the outage test's pairs of limits: the first
 // L an hour (a bucket's a day), the second over twice the period, of
 // which the odd keys have spent three quarters before the test
@@ -82,11 +86,13 @@ type limitsOutage struct {
 //     of one below the quota from the quota).
 //
 // Traffic: every key takes leases on every store (simBusy requests on
-// each) before the fault; then every store's goroutines ask for random
+// each, the leases lasting through the run) before the fault; then every
+// store's goroutines (two for 60 keys, more for more) ask for random
 // keys, every fourth flooded, the others asked at most half of what their
-// binding limit had left, spread over the run; the fault begins before the
-// traffic (Redis frozen) or in its middle (CLIENT PAUSE), as in
-// TestLeasesThroughOutage.
+// binding limit had left, spread over the run; the fault begins before
+// the traffic (Redis frozen) or in its middle (CLIENT PAUSE), as in
+// TestLeasesThroughOutage. Sizes: 60 keys in make test, 240 in make
+// test-scale.
 func TestLeasedLimitsThroughOutage(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.TokenBucket} {
 		for _, shape := range limitsOutageShapes {
@@ -115,7 +121,7 @@ func newLimitsOutage(t *testing.T, addr, prefix string, alg algorithms.Algorithm
 		admitted: make([]atomic.Int64, keys), refused: make([]atomic.Int64, keys)}
 	o.probes = limitProbes(t, addr, prefix, alg, o.limits)
 	takePreUsed(t, o.probes, o.limits, keys)
-	o.stores, o.ls = leasedLimitsStores(t, addr, 3, alg, o.limits, 500*time.Millisecond,
+	o.stores, o.ls = leasedLimitsStores(t, addr, 3, alg, o.limits, limitsOutageTTL,
 		WithPrefix(prefix), withLeaseBusy(simBusy), WithTimeout(100*time.Millisecond))
 	return o
 }
@@ -185,7 +191,8 @@ func (o *limitsOutage) run(f leaseSimFault, twin bool, srv *redistest.Server, ad
 	light := make([]atomic.Int64, keys)
 	var wg sync.WaitGroup
 	for at := range o.ls {
-		for g := range 2 {
+		for g := range max(2, keys/30) { // as many requests a key at every size
+
 			rng := rand.New(rand.NewPCG(uint64(at), uint64(g)))
 			wg.Go(func() {
 				for since := time.Duration(0); since < leaseSimLoad; since = time.Since(began) {
