@@ -19,6 +19,11 @@ import (
 // bucket's per day).
 const limitsOutageTight = 96
 
+// limitsOutageBurst is how many requests a flooded key gets at a time in
+// the outage test: enough that every flooded key is asked for more than
+// its bound while Redis is away, and many times L over the run.
+const limitsOutageBurst = 20
+
 // limitsOutageTTL is the outage test's leases' ttl: longer than the run,
 // so that every lease taken before the fault lasts through it.
 const limitsOutageTTL = 5 * time.Second
@@ -55,6 +60,8 @@ type limitsOutage struct {
 	probes   []algorithms.RateLimiter
 	admitted []atomic.Int64
 	refused  []atomic.Int64
+	asked    []atomic.Int64
+	held     [][]int      // per key, the units each limit's leases held unspent when given back
 	local    atomic.Int64 // admitted by a twin
 	twinNo   atomic.Int64 // refused by a twin
 	span     time.Duration
@@ -83,16 +90,19 @@ type limitsOutage struct {
 //     charges have landed and the leases are given back, what Redis
 //     counts for limit j, c_j, is from preUsed + admitted to that plus
 //     refused plus N × q_j, when c_j is exact (Peek cannot tell a count
-//     of one below the quota from the quota).
+//     of one below the quota from the quota). A charge takes at most what
+//     is left, so where the quota was reached c_j may be as low as the
+//     quota less what the leases held unspent and gave back.
 //
 // Traffic: every key takes leases on every store (simBusy requests on
 // each, the leases lasting through the run) before the fault; then every
 // store's goroutines (two for 60 keys, more for more) ask for random
-// keys, every fourth flooded, the others asked at most half of what their
-// binding limit had left, spread over the run; the fault begins before
+// keys, half of them flooded (keys 0 and 1 of every four, so that each
+// limit binds for some: limitsOutageBurst requests at a time, and asked
+// for more than its bound in all), the others asked at most half of
+// what their binding limit had left, spread over the run; the fault begins before
 // the traffic (Redis frozen) or in its middle (CLIENT PAUSE), as in
-// TestLeasesThroughOutage. Sizes: 60 keys in make test, 240 in make
-// test-scale.
+// TestLeasesThroughOutage. Sizes: limitsOutageKeys.
 func TestLeasedLimitsThroughOutage(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.TokenBucket} {
 		for _, shape := range limitsOutageShapes {
@@ -116,9 +126,9 @@ func TestLeasedLimitsThroughOutage(t *testing.T) {
 // preUsed taken.
 func newLimitsOutage(t *testing.T, addr, prefix string, alg algorithms.Algorithm, limits []algorithms.Limit) *limitsOutage {
 	prefix += string(alg)
-	keys := stepsOf(240) // make test-scale: 240 keys
+	keys := limitsOutageKeys()
 	o := &limitsOutage{t: t, alg: alg, limits: limits,
-		admitted: make([]atomic.Int64, keys), refused: make([]atomic.Int64, keys)}
+		admitted: make([]atomic.Int64, keys), refused: make([]atomic.Int64, keys), asked: make([]atomic.Int64, keys)}
 	o.probes = limitProbes(t, addr, prefix, alg, o.limits)
 	takePreUsed(t, o.probes, o.limits, keys)
 	o.stores, o.ls = leasedLimitsStores(t, addr, 3, alg, o.limits, limitsOutageTTL,
@@ -129,6 +139,7 @@ func newLimitsOutage(t *testing.T, addr, prefix string, alg algorithms.Algorithm
 // allow sends key i's request to store at and counts what it decided.
 func (o *limitsOutage) allow(at, i int) {
 	res, err := o.ls[at].Allow(context.Background(), keyName(i), 1)
+	o.asked[i].Add(1)
 	switch {
 	case err != nil:
 		o.t.Errorf("Allow: %v", err)
@@ -191,7 +202,7 @@ func (o *limitsOutage) run(f leaseSimFault, twin bool, srv *redistest.Server, ad
 	light := make([]atomic.Int64, keys)
 	var wg sync.WaitGroup
 	for at := range o.ls {
-		for g := range max(2, keys/30) { // as many requests a key at every size
+		for g := range keys / 30 { // as many requests a key at every size
 
 			rng := rand.New(rand.NewPCG(uint64(at), uint64(g)))
 			wg.Go(func() {
@@ -200,11 +211,17 @@ func (o *limitsOutage) run(f leaseSimFault, twin bool, srv *redistest.Server, ad
 					// A light key's budget grows with the run, to half
 					// what its binding limit had at its end.
 					budget := int64(float64(o.left(i)/2-len(o.ls)*simBusy) * float64(since) / float64(leaseSimLoad))
-					if i%4 != 0 && light[i].Add(1) > budget {
+					if i%4 > 1 && light[i].Add(1) > budget {
 						light[i].Add(-1)
 						continue
 					}
-					o.allow(at, i)
+					burst := 1
+					if i%4 < 2 {
+						burst = limitsOutageBurst
+					}
+					for range burst {
+						o.allow(at, i)
+					}
 					time.Sleep(time.Duration(rng.ExpFloat64() * float64(time.Millisecond)))
 				}
 			})
@@ -228,9 +245,14 @@ func (o *limitsOutage) settle() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	o.held = make([][]int, len(o.admitted))
 	for i := range o.admitted {
+		o.held[i] = make([]int, len(o.limits))
 		for _, l := range o.ls {
 			waitLimitsUnseeking(o.t, l, keyName(i))
+			for j, u := range limitsUnits(l, keyName(i)) {
+				o.held[i][j] += u
+			}
 		}
 	}
 	for _, s := range o.stores {
@@ -250,7 +272,7 @@ func (o *limitsOutage) check() {
 		beyond[j], worst[j], over[j], overR[j] = -1<<30, -1<<30, -1<<30, -1<<30
 	}
 	for i := range o.admitted {
-		key, a := keyName(i), o.admitted[i].Load()
+		key, a, tightest := keyName(i), o.admitted[i].Load(), int64(1<<62)
 		for j, lim := range o.limits {
 			pre := int64(0)
 			if j == 1 {
@@ -262,6 +284,7 @@ func (o *limitsOutage) check() {
 			}
 			bound := left + int64(n) + int64(n)*(left/int64(n))
 			beyond[j], worst[j] = max(beyond[j], a-left-int64(n)), max(worst[j], a-bound)
+			tightest = min(tightest, bound)
 			if a > bound {
 				t.Errorf("%s, limit %d: admitted %d, want at most %d (%d left + n + n⌊left/n⌋)", key, j, a, bound, left)
 			}
@@ -274,10 +297,16 @@ func (o *limitsOutage) check() {
 			}
 			c, q, r := int64(p.Limit-1-p.Remaining), int64(n*leaseMost(lim.Capacity())), o.refused[i].Load()
 			over[j], overR[j] = max(over[j], c-pre-a), max(overR[j], c-pre-a-r)
-			if c < pre+a || c > pre+a+r+q {
-				t.Errorf("%s, limit %d: Redis counted %d; %d taken before, %d admitted and %d refused: want from %d to %d (N × q = %d)",
-					key, j, c, pre, a, r, pre+a, pre+a+r+q, q)
+			// A charge takes at most what is left, and the return then
+			// takes back what the leases held: at least the quota less that.
+			least := min(pre+a, int64(lim.Capacity()-o.held[i][j]))
+			if c < least || c > pre+a+r+q {
+				t.Errorf("%s, limit %d: Redis counted %d; %d taken before, %d admitted and %d refused, %d held unspent: want from %d to %d (N × q = %d)",
+					key, j, c, pre, a, r, o.held[i][j], least, pre+a+r+q, q)
 			}
+		}
+		if i%4 < 2 && o.asked[i].Load() <= tightest {
+			t.Errorf("%s: flooded, asked %d times, want more than its bound %d", key, o.asked[i].Load(), tightest)
 		}
 	}
 	for j, lim := range o.limits {
