@@ -238,13 +238,7 @@ func (o *limitsOutage) run(f leaseSimFault, twin bool, srv *redistest.Server, ad
 // settle waits until no store owes Redis a charge and no grant is on its
 // way, then has every store give its leases back.
 func (o *limitsOutage) settle() {
-	deadline := time.Now().Add(20 * time.Second)
-	for owedKeys(o.stores...) > 0 {
-		if time.Now().After(deadline) {
-			o.t.Fatalf("%d keys still owed 20 s after the fault", owedKeys(o.stores...))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitChargesLanded(o.t, o.stores)
 	o.held = make([][]int, len(o.admitted))
 	for i := range o.admitted {
 		o.held[i] = make([]int, len(o.limits))
@@ -255,9 +249,7 @@ func (o *limitsOutage) settle() {
 			}
 		}
 	}
-	for _, s := range o.stores {
-		s.leases.flush()
-	}
+	returnLeases(o.stores)
 }
 
 // check asserts, per key and limit, the fault-path bound and that Redis
