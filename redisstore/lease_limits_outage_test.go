@@ -79,9 +79,11 @@ type limitsOutage struct {
 //     others spent more). Every key here took leases before the fault, so
 //     each is held to left_j + n + n⌊left_j/n⌋ on every limit: Redis
 //     counted preUsed before anything, so no twin starts from more than
-//     left_j. The twin of several limits charges every limit the same
-//     share (capTwin), which can only refuse more (the strict side), and
-//     the bound asserted is the one for each limit alone.
+//     left_j. The twin of several limits takes every limit down by the
+//     largest quota less its share (capTwin), so a smaller limit holds
+//     less than its share, or nothing: that can only refuse more (the
+//     strict side), and the bound asserted is the one for each limit
+//     alone.
 //   - Every local admission is charged once, to every limit; a request
 //     counts at most once, a refused one only when Redis ran its call
 //     after the store gave up on it (its twin refused it: the strict
@@ -100,9 +102,9 @@ type limitsOutage struct {
 // keys, half of them flooded (keys 0 and 1 of every four, so that each
 // limit binds for some: limitsOutageBurst requests at a time, and asked
 // for more than its bound in all), the others asked at most half of
-// what their binding limit had left, spread over the run; the fault begins before
-// the traffic (Redis frozen) or in its middle (CLIENT PAUSE), as in
-// TestLeasesThroughOutage. Sizes: limitsOutageKeys.
+// what their binding limit had left, spread over the run; the fault
+// begins before the traffic (Redis frozen) or in its middle (CLIENT
+// PAUSE), as in TestLeasesThroughOutage. Sizes: limitsOutageKeys.
 func TestLeasedLimitsThroughOutage(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.TokenBucket} {
 		for _, shape := range limitsOutageShapes {
