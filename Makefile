@@ -69,7 +69,7 @@ test:
 # lost-reply matrices of which it takes a part (wholeMatrix), of every fault under
 # every algorithm across instances (internal/faults), and of the leases'
 # simulation at 32 instances (leaseSimSizes). With -race, as every test.
-SCALE_RUN := ^TestScale|^TestDifferential|^TestBatchScriptMatchesDriver$$|^TestOneScriptMatchesDriver$$|^TestLeasesAtMostLimitPerKey$$|^TestAttackBatchFloodManyStores$$|^TestConcurrencyLeasesReleasedAfterFault$$|^TestLeasesUnderAdmission$$|^TestLeasesThroughOutage$$|^TestWrittenOutOneScriptsMatchAtBounds$$|^TestLeaseRedisCallsFlatWithTraffic$$|^TestLeasesReachLimit$$|^TestLeasesAcrossWindows$$|^TestLeasesHolderKilled$$|^TestLeasesPartitionedInstance$$|^TestLeasedLimitsAttack$$|^TestLeasedLimitsAtMostEachLimit$$|^TestOneScriptLostRepliesCountOnce$$|^TestOneAndBatchMatchDriverOnOddStates$$
+SCALE_RUN := ^TestScale|^TestDifferential|^TestBatchScriptMatchesDriver$$|^TestOneScriptMatchesDriver$$|^TestLeasesAtMostLimitPerKey$$|^TestAttackBatchFloodManyStores$$|^TestConcurrencyLeasesReleasedAfterFault$$|^TestLeasesUnderAdmission$$|^TestLeasesThroughOutage$$|^TestWrittenOutOneScriptsMatchAtBounds$$|^TestLeaseRedisCallsFlatWithTraffic$$|^TestLeasesReachLimit$$|^TestLeasesAcrossWindows$$|^TestLeasesHolderKilled$$|^TestLeasesPartitionedInstance$$|^TestLeasedLimitsAttack$$|^TestLeasedLimitsAtMostEachLimit$$|^TestOneScriptLostRepliesCountOnce$$|^TestOneAndBatchMatchDriverOnOddStates$$|^TestLeasedLimitsThroughOutage$$
 test-scale:
 	bash .ci/install-redis.sh
 	$(GO) test -race -tags scale -count=1 -p 1 -timeout 60m -run '$(SCALE_RUN)' ./redisstore/

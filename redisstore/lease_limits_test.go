@@ -201,40 +201,26 @@ func TestLeasedLimitsReachTightest(t *testing.T) {
 			probes := limitProbes(t, addr, prefix, alg, limits)
 			takePreUsed(t, probes, limits, keys)
 			stores, ls := leasedLimitsStores(t, addr, n, alg, limits, 30*time.Second, WithPrefix(prefix), WithDenialCache(0))
-			left := func(i int) (most, least int) {
+			names, admitted := keyNames(keys), make([]atomic.Int64, keys)
+			// bounds returns what key i was admitted, what its tightest
+			// limit had left (most), and that less what that limit's
+			// leases may hold (least).
+			bounds := func(i int) (a, most, least int) {
 				most, least = tight, tight-n*leaseMost(tight)
 				if second := 2*tight - preUsed(i, 2*tight); second < most {
 					most, least = second, second-n*leaseMost(2*tight)
 				}
-				return most, max(least, 0)
+				return int(admitted[i].Load()), most, max(least, 0)
 			}
-			admitted := make([]int, keys)
-			forEachKeyN(8, keys, func(i int) { admitted[i] += driveUntilDenied(t, ls, keyName(i)) })
-			for i, a := range admitted {
-				if most, least := left(i); a > most || a < least {
+			driveKeys(t, ls, names, admitted)
+			for i := range admitted {
+				if a, most, least := bounds(i); a > most || a < least {
 					t.Errorf("key %d: admitted %d before the leases return, want %d to %d", i, a, least, most)
 				}
 			}
-			for round := 0; ; round++ {
-				for _, s := range stores {
-					s.leases.flush()
-				}
-				more := make([]int, keys)
-				forEachKeyN(8, keys, func(i int) { more[i] = driveUntilDenied(t, ls, keyName(i)) })
-				total := 0
-				for i, m := range more {
-					admitted[i] += m
-					total += m
-				}
-				if total == 0 {
-					break
-				}
-				if round == 5 {
-					t.Fatalf("keys still admitted after %d rounds of returns", round)
-				}
-			}
-			for i, a := range admitted {
-				if most, _ := left(i); a != most {
+			reachLimit(t, stores, ls, names, admitted)
+			for i := range admitted {
+				if a, most, _ := bounds(i); a != most {
 					t.Errorf("key %d: admitted %d once the leases returned, want %d", i, a, most)
 				}
 			}
@@ -319,7 +305,6 @@ func TestLeasedLimitsFullTableDecidesExactly(t *testing.T) {
 func TestLeasedLimitsDecisionAllocatesNothing(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: redistest.Standalone(t)})
 	t.Cleanup(func() { _ = c.Close() })
-	ctx := context.Background()
 	for _, alg := range leaseAlgorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			l, _ := leasedLimitsOn(t, c, alg, twoLimits(alg, 100_000), time.Minute,
@@ -328,21 +313,7 @@ func TestLeasedLimitsDecisionAllocatesNothing(t *testing.T) {
 				leaseAllowed(t, l, "k")
 			}
 			waitLimitsUnseeking(t, l, "k")
-			// Leases far from their prefetch, so that no renewal (whose
-			// pipeline allocates) runs meanwhile.
-			for _, p := range l.parts {
-				s := p.table.shard("k")
-				s.mu.Lock()
-				e := s.entries["k"]
-				e.cur.left, e.granted = 100_000, 100_000
-				s.mu.Unlock()
-			}
-			allocs := testing.AllocsPerRun(100, func() {
-				if res, err := l.Allow(ctx, "k", 1); err != nil || !res.Allowed {
-					t.Fatalf("%+v %v", res, err)
-				}
-			})
-			if allocs != 0 {
+			if allocs := allowAllocs(t, l, "k", l.parts[0].table, l.parts[1].table); allocs != 0 {
 				t.Errorf("%.1f allocations per decision from leases of two limits, want 0", allocs)
 			}
 		})

@@ -40,24 +40,15 @@ func TestLeasesOutageBound(t *testing.T) {
 			// Each key's L requests in turns, the leases given back after
 			// each turn, until every key was admitted L: a lease
 			// stranded with units (promise 2) refuses nothing meanwhile.
-			for turn := 0; ; turn++ {
-				short := 0
+			untilLeasesReturned(t, stores, func() (short int) {
 				for i := range keys {
 					for r := range limit - admitted[i] {
 						ask(i, ls[r%n])
 					}
 					short += limit - admitted[i]
 				}
-				if short == 0 {
-					break
-				}
-				if turn == 5 {
-					t.Fatalf("keys still %d short of L after %d turns: %v", short, turn, admitted)
-				}
-				for _, s := range stores {
-					s.leases.flush()
-				}
-			}
+				return short
+			})
 			srv.Freeze()
 			// More than a twin's share (L / n) from every store.
 			for i := range keys {

@@ -154,17 +154,24 @@ func (sim *leaseSim) atFault() {
 // settle waits until no store owes Redis a charge, then has every store
 // give its leases back.
 func (sim *leaseSim) settle() {
-	deadline := time.Now().Add(20 * time.Second)
-	for owedKeys(sim.stores...) > 0 {
-		if time.Now().After(deadline) {
-			sim.t.Fatalf("%d keys still owed 20 s after the fault", owedKeys(sim.stores...))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitChargesLanded(sim.t, sim.stores)
 	for i := range sim.keys {
 		sim.held(i) // no grant on its way
 	}
 	sim.returnLeases()
+}
+
+// waitChargesLanded waits until no store owes Redis a charge, and fails
+// t when one still does 20 s on.
+func waitChargesLanded(t *testing.T, stores []*Store) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for owedKeys(stores...) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keys still owed 20 s after the fault", owedKeys(stores...))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // checkCharged asserts, per key, the bound L + n and that Redis counted

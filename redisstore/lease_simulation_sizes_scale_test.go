@@ -7,3 +7,6 @@ package redisstore
 func leaseSimSizes() []leaseSimSize {
 	return []leaseSimSize{{n: 2, keys: 48, goroutines: 3}, {n: 8, keys: 48, goroutines: 2}, {n: 32, keys: 48, goroutines: 2}}
 }
+
+// limitsOutageKeys is TestLeasedLimitsThroughOutage's keys under make test-scale.
+func limitsOutageKeys() int { return 120 }

@@ -7,3 +7,6 @@ package redisstore
 func leaseSimSizes() []leaseSimSize {
 	return []leaseSimSize{{n: 2, keys: 12, goroutines: 3}, {n: 8, keys: 12, goroutines: 2}}
 }
+
+// limitsOutageKeys is TestLeasedLimitsThroughOutage's keys in make test.
+func limitsOutageKeys() int { return 60 }

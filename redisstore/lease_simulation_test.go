@@ -148,11 +148,7 @@ func (sim *leaseSim) held(i int) int {
 }
 
 // returnLeases has every store give back its leases of every key.
-func (sim *leaseSim) returnLeases() {
-	for _, s := range sim.stores {
-		s.leases.flush()
-	}
-}
+func (sim *leaseSim) returnLeases() { returnLeases(sim.stores) }
 
 // count returns what Redis has counted for key i, and false when Peek
 // cannot tell (the key has at most one unit left: Peek answers for one
@@ -249,21 +245,7 @@ func (sim *leaseSim) warm(sent int64) {
 // admitted exactly L.
 func (sim *leaseSim) reachLimit() {
 	t := sim.t
-	for round := 0; ; round++ {
-		sim.returnLeases()
-		var gained atomic.Int64
-		forEachKeyN(8, len(sim.keys), func(i int) {
-			n := driveUntilDenied(t, sim.ls, sim.keys[i])
-			sim.admitted[i].Add(int64(n))
-			gained.Add(int64(n))
-		})
-		if gained.Load() == 0 || t.Failed() {
-			break
-		}
-		if round == 5 {
-			t.Fatalf("keys still admitted after %d rounds of returns", round)
-		}
-	}
+	reachLimit(t, sim.stores, sim.ls, sim.keys, sim.admitted)
 	for i := range sim.keys {
 		if a := sim.admitted[i].Load(); a != leaseSimQuota {
 			t.Errorf("%s: admitted %d once the leases returned, want exactly L = %d", sim.keys[i], a, leaseSimQuota)

@@ -137,33 +137,16 @@ func TestLeasesReachLimit(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			stores, ls := leasedStores(t, addr, n, alg, leaseLimit(alg, limit), 30*time.Second,
 				WithPrefix("p2-"+string(alg)), WithDenialCache(0))
-			admitted := make([]int, keys)
-			forEachKeyN(8, keys, func(i int) { admitted[i] += driveUntilDenied(t, ls, keyName(i)) })
-			for i, a := range admitted {
-				if a > limit || a < limit-n*q {
+			names, admitted := keyNames(keys), make([]atomic.Int64, keys)
+			driveKeys(t, ls, names, admitted)
+			for i := range admitted {
+				if a := int(admitted[i].Load()); a > limit || a < limit-n*q {
 					t.Errorf("key %d: admitted %d before the leases return, want %d to %d", i, a, limit-n*q, limit)
 				}
 			}
-			for round := 0; ; round++ {
-				for _, s := range stores {
-					s.leases.flush()
-				}
-				more := make([]int, keys)
-				forEachKeyN(8, keys, func(i int) { more[i] = driveUntilDenied(t, ls, keyName(i)) })
-				total := 0
-				for i, m := range more {
-					admitted[i] += m
-					total += m
-				}
-				if total == 0 {
-					break
-				}
-				if round == 5 {
-					t.Fatalf("keys still admitted after %d rounds of returns", round)
-				}
-			}
-			for i, a := range admitted {
-				if a != limit {
+			reachLimit(t, stores, ls, names, admitted)
+			for i := range admitted {
+				if a := int(admitted[i].Load()); a != limit {
 					t.Errorf("key %d: admitted %d once the leases returned, want %d", i, a, limit)
 				}
 			}
