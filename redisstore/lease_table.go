@@ -277,10 +277,12 @@ func (t *leaseTable) granted(key string, l heldLease, keyLeft int, resetAt, deni
 // refill puts back into key's leases the units spend took from them (a
 // request of several limits that another limit could not admit from its
 // leases). Units go back only to the lease they came from, by id, as the
-// key's current or next lease: one given back or replaced since gets
-// none, and those units are lost to this instance (the strict side),
-// never moved into a lease of another window; one that ended keeps them
-// unspendable (TestLeaseTableRefill).
+// key's current or next lease, never into a lease of another window; one
+// that ended keeps them unspendable. A lease replaced since (a renewal
+// landed after spend emptied it) has them given back to Redis, added to
+// its return when one is queued: Redis gives back once per lease, so a
+// lease whose return was sent already keeps them, lost to every instance
+// until its window ends (the strict side; TestLeaseTableRefill).
 func (t *leaseTable) refill(key string, took [2]leaseTook) {
 	s := t.shard(key)
 	s.mu.Lock()
@@ -298,7 +300,24 @@ func (t *leaseTable) refill(key string, took [2]leaseTook) {
 			e.cur.left += tk.units
 		case e.next.id:
 			e.next.left += tk.units
+		default:
+			s.giveBackUnits(key, tk)
 		}
+	}
+}
+
+// giveBackUnits queues tk's units to be given back to the lease they
+// came from, added to that lease's queued return if there is one. The
+// lock is held.
+func (s *leaseShard) giveBackUnits(key string, tk leaseTook) {
+	for i := range s.returns {
+		if r := &s.returns[i]; r.id == tk.id && r.key == key {
+			r.left += tk.units
+			return
+		}
+	}
+	if len(s.returns) < leaseReturnsCapacity {
+		s.returns = append(s.returns, leaseReturn{key: key, id: tk.id, left: tk.units})
 	}
 }
 
