@@ -171,7 +171,7 @@ func checkLimitsBound(t *testing.T, alg algorithms.Algorithm, limits []algorithm
 func TestLeasedLimitsAtMostEachLimit(t *testing.T) {
 	addr := redistest.Standalone(t)
 	const tight, goroutines, ttl = 16, 16, 30 * time.Second
-	keys := stepsOf(2000)
+	keys := stepsOf(2000) / partOf(2) // make test: 250 keys; make test-scale: 2,000
 	for _, alg := range leaseAlgorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			prefix := "pl1-" + string(alg)

@@ -77,7 +77,7 @@ func busyLease(t *testing.T, l *leasedLimiter, key string) {
 func TestLeasesAtMostLimitPerKey(t *testing.T) {
 	addr := redistest.Standalone(t)
 	const limit, rounds, goroutines = 32, 4, 16 // 2 × 32 requests per key
-	keys := stepsOf(1200)                       // make test-scale: 1,200 keys
+	keys := stepsOf(1200) / partOf(2)           // make test: 150 keys; make test-scale: 1,200
 	for _, alg := range leaseAlgorithms {
 		t.Run(string(alg), func(t *testing.T) {
 			const ttl = 30 * time.Second
