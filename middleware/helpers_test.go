@@ -14,31 +14,15 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/storetest"
 )
 
 // epoch is the fake clocks' start: a whole second plus 250 ms, so that
 // rounding up is visible in X-RateLimit-Reset.
 var epoch = time.Date(2026, 1, 2, 3, 4, 5, 250_000_000, time.UTC)
 
-// fakeClock is a clock that moves only when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: epoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newFakeClock returns a clock that moves only when told, from epoch.
+func newFakeClock() *storetest.ManualClock { return storetest.NewManualClock(epoch) }
 
 // withClock sets the clock X-RateLimit-Reset and the log gate read.
 func withClock(now func() time.Time) Option {
@@ -49,7 +33,7 @@ func withClock(now func() time.Time) Option {
 // key's window starts with its first request and lasts period. It refuses
 // keys, costs and contexts the way the algorithms package documents.
 type counterLimiter struct {
-	clock  *fakeClock
+	clock  *storetest.ManualClock
 	limit  int
 	period time.Duration
 
@@ -63,7 +47,7 @@ type window struct {
 	used  int
 }
 
-func newCounter(clock *fakeClock, limit int, period time.Duration) *counterLimiter {
+func newCounter(clock *storetest.ManualClock, limit int, period time.Duration) *counterLimiter {
 	return &counterLimiter{clock: clock, limit: limit, period: period, windows: map[string]*window{}}
 }
 
