@@ -21,10 +21,11 @@ func twoLimits(alg algorithms.Algorithm, tight int) []algorithms.Limit {
 }
 
 // leasedLimitsOn returns a leased limiter of alg and limits on a store of
-// c, with opts after WithLeases(ttl), and the store.
+// c, with opts after WithLeases(ttl) and a decision timeout of 10 s (as
+// leasedOn), and the store.
 func leasedLimitsOn(t testing.TB, c redis.UniversalClient, alg algorithms.Algorithm, limits []algorithms.Limit, ttl time.Duration, opts ...Option) (*leasedLimits, *Store) {
 	t.Helper()
-	s := must(New(c, append([]Option{WithLeases(ttl), WithLogger(quietLogger())}, opts...)...))
+	s := must(New(c, append([]Option{WithLeases(ttl), WithLogger(quietLogger()), WithTimeout(10 * time.Second)}, opts...)...))
 	t.Cleanup(func() { _ = s.Close(closeCtx()) })
 	l, err := algorithms.New(s, alg, limits...)
 	if err != nil {

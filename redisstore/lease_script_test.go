@@ -31,17 +31,19 @@ func leaseLimit(alg algorithms.Algorithm, rate int) algorithms.Limit {
 	return algorithms.Limit{Rate: rate, Period: time.Hour}
 }
 
-// leasedOn returns a leased limiter of alg and lim on a store of c, with
-// opts after WithLeases(ttl), and the store.
 // grant sends a grant of want units under lease id with the request of
 // cost (0: a renewal, which decides none, as the lease worker sends).
 func (l *leasedLimiter) grant(ctx context.Context, c redis.Scripter, keys []string, id string, cost, want int) *redis.Cmd {
 	return l.script.Run(ctx, c, keys, l.grantArgs(id, cost, want)...)
 }
 
+// leasedOn returns a leased limiter of alg and lim on a store of c, with
+// opts after WithLeases(ttl) and a decision timeout of 10 s (a deadline
+// that holds under -race on a busy machine; a test about deadlines sets
+// its own), and the store.
 func leasedOn(t testing.TB, c redis.UniversalClient, alg algorithms.Algorithm, lim algorithms.Limit, ttl time.Duration, opts ...Option) (*leasedLimiter, *Store) {
 	t.Helper()
-	s := must(New(c, append([]Option{WithLeases(ttl), WithLogger(quietLogger())}, opts...)...))
+	s := must(New(c, append([]Option{WithLeases(ttl), WithLogger(quietLogger()), WithTimeout(10 * time.Second)}, opts...)...))
 	t.Cleanup(func() { _ = s.Close(closeCtx()) })
 	l, err := algorithms.New(s, alg, lim)
 	if err != nil {
