@@ -35,9 +35,11 @@ func closeSoon() context.Context {
 }
 
 // probeStore is a store on c with opts that the test closes when it ends:
-// a second view of the keys another store writes.
+// a second view of the keys another store writes. Its calls wait for
+// Redis up to 10 s (a deadline that holds under -race on a busy machine)
+// unless opts set another timeout.
 func probeStore(t testing.TB, c redis.UniversalClient, opts ...Option) *Store {
-	s := must(New(c, opts...))
+	s := must(New(c, append([]Option{WithTimeout(10 * time.Second)}, opts...)...))
 	t.Cleanup(func() { _ = s.Close(closeCtx()) })
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -22,13 +23,13 @@ func TestGroupedChargesCountOnce(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	const keys, quota = 150, 10
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, limits := range [][]algorithms.Limit{
 			{algorithms.PerMinute(quota)},
 			{algorithms.PerMinute(quota), algorithms.PerHour(5 * quota)},
 		} {
 			t.Run(fmt.Sprintf("%s/%d limits", alg, len(limits)), func(t *testing.T) {
-				st := must(New(c, WithPrefix(fmt.Sprintf("g%s%d", alg, len(limits))), WithLogger(quietLogger())))
+				st := must(New(c, WithPrefix(fmt.Sprintf("g%s%d", alg, len(limits))), WithLogger(quietLogger()), WithTimeout(10*time.Second)))
 				defer st.Close(closeCtx())
 				rl, err := algorithms.New(st, alg, limits...)
 				if err != nil {
