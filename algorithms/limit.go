@@ -199,8 +199,11 @@ func (a Algorithm) known() bool {
 	return false
 }
 
-// Algorithms lists every Algorithm this package implements.
-var Algorithms = []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket}
+// All returns every Algorithm this package implements, in a slice of
+// the caller's own.
+func All() []Algorithm {
+	return []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter, TokenBucket, LeakyBucket}
+}
 
 // New returns a Limiter that enforces every one of limits with alg, on store.
 // A request passes only when every limit allows it, and then consumes from

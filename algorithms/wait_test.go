@@ -36,7 +36,7 @@ func TestWaitRefusesAtOnce(t *testing.T) {
 	}
 	ended, cancel := context.WithCancel(ctx)
 	cancel()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l := waitLimiter(t, alg, algorithms.PerSecond(5))
 		began := time.Now()
 		for _, tc := range []struct {
@@ -99,7 +99,7 @@ func checkAdmitted(t *testing.T, alg algorithms.Algorithm, lim algorithms.Limit,
 func TestWaitPacesEveryAlgorithm(t *testing.T) {
 	lim := algorithms.Limit{Rate: 10, Period: 100 * time.Millisecond}
 	const goroutines, each = 4, 10
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			l := waitLimiter(t, alg, lim)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -143,7 +143,7 @@ func TestWaitPacesEveryAlgorithm(t *testing.T) {
 // that follows passes.
 func TestWaitTurnPastDeadline(t *testing.T) {
 	lim := algorithms.PerSecond(2)
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l := waitLimiter(t, alg, lim)
 		bg := context.Background()
 		if res, err := l.Allow(bg, "k", 1); err != nil || !res.Allowed {

@@ -98,7 +98,7 @@ func (d *decoder) algorithm(parent *yaml.Node, path, name string) algorithms.Alg
 		d.fail(parent, join(path, "algorithm"), "missing: one of %s", algorithmNames())
 		return ""
 	}
-	for _, a := range algorithms.Algorithms {
+	for _, a := range algorithms.All() {
 		if string(a) == name {
 			return a
 		}
@@ -108,8 +108,8 @@ func (d *decoder) algorithm(parent *yaml.Node, path, name string) algorithms.Alg
 }
 
 func algorithmNames() string {
-	names := make([]string, len(algorithms.Algorithms))
-	for i, a := range algorithms.Algorithms {
+	names := make([]string, len(algorithms.All()))
+	for i, a := range algorithms.All() {
 		names[i] = string(a)
 	}
 	return strings.Join(names, ", ")

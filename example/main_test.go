@@ -133,7 +133,7 @@ func TestRouteList(t *testing.T) {
 			}
 			algs[r.Algorithm], keys[r.Key] = true, true
 		}
-		for _, a := range algorithms.Algorithms {
+		for _, a := range algorithms.All() {
 			if !algs[string(a)] {
 				t.Errorf("no route shows %s", a)
 			}

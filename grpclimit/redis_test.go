@@ -43,7 +43,7 @@ func redisFleet(t *testing.T, addr string, n int, alg algorithms.Algorithm, limi
 func TestRedisThreeServersShareALimit(t *testing.T) {
 	addr := testredis.Start(t)
 	const quota, calls = 10, 30
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			n := callFleet(t, addr, alg, quota, calls, nil)
 			if n[codes.OK] != quota || n[codes.ResourceExhausted] != calls-quota {

@@ -23,7 +23,7 @@ import (
 // RetryInfo and QuotaFailure; admitted calls carry the rate-limit fields
 // as headers, refused ones in trailers with retry-after and the pushback.
 func TestUnaryExactCounts(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			addr := serveLimited(t, newLimiter(t, alg, algorithms.PerMinute(5)), grpclimit.WithPolicyName("unary"))
 			c := dial(t, addr)

@@ -17,7 +17,7 @@ import (
 // at the earlier time it arrived: decisions on one key see time in the
 // order they are made.
 func TestMemoryReadsClockUnderLock(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			var store *Store
 			var outside atomic.Int32

@@ -16,7 +16,7 @@ import (
 // same random requests, reservations and steps of time, back ones too.
 func TestMemoryOneLimitPathMatchesSeveral(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			lim := algorithms.Limit{Rate: 10, Period: time.Second, Burst: 4}
 			wide := algorithms.Limit{Rate: 10_000, Period: time.Hour}
@@ -59,7 +59,7 @@ func TestMemoryOneLimitPathMatchesSeveral(t *testing.T) {
 // grows).
 func TestMemoryAllowAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, limits := range [][]algorithms.Limit{
 			{algorithms.PerSecond(100)},
 			{algorithms.PerSecond(100), algorithms.PerMinute(10_000)},

@@ -20,7 +20,7 @@ import (
 // the mark gives it no second quota. (Forgotten after every probe, it
 // passes a unit more a forgetting: attack 3.)
 func TestAttackMarkEndBoundary(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, ls := range attackLimits {
 			t.Run(fmt.Sprintf("%s/%s", alg, ls.name), func(t *testing.T) {
 				var offsets []time.Duration
@@ -118,7 +118,7 @@ func TestAttackClockBackAndHugeCosts(t *testing.T) {
 	if _, err := algorithms.New(must(New()), algorithms.FixedWindow, algorithms.Limit{Rate: 1 << 40, Period: time.Hour}); !errors.Is(err, algorithms.ErrInvalidLimit) {
 		t.Errorf("a rate of 1<<40: %v, want ErrInvalidLimit", err)
 	}
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		big := algorithms.MaxRate
 		if alg == algorithms.SlidingWindowLog {
 			big = algorithms.MaxSlidingLogRate

@@ -108,7 +108,7 @@ func greedy(t testing.TB, l algorithms.Limiter, key string, most int) int {
 // passes 109 of a quota of 10 in 3.2 ms (see the log).
 func TestAttackCyclingThroughEvictionOneShard(t *testing.T) {
 	const rounds = 100
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, ls := range attackLimits {
 			t.Run(fmt.Sprintf("%s/%s", alg, ls.name), func(t *testing.T) {
 				clock := newTestClock()
@@ -146,7 +146,7 @@ func TestAttackCyclingThroughEvictionOneShard(t *testing.T) {
 // round after the first (it is forgotten at most once between its visits).
 func TestAttackCyclingThroughEvictionAtScale(t *testing.T) {
 	const capacity, identities, rounds = 1024, 16 * 1024, 3
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, ls := range []struct {
 			name   string
 			limits []algorithms.Limit
@@ -196,7 +196,7 @@ func TestAttackCyclingThroughEvictionAtScale(t *testing.T) {
 // 50 times (see attack 3).
 func TestAttackCollidingKeys(t *testing.T) {
 	const windows, cycles = 4, 50
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, ls := range attackLimits {
 			t.Run(fmt.Sprintf("%s/%s", alg, ls.name), func(t *testing.T) {
 				clock := newTestClock()
@@ -242,7 +242,7 @@ func TestAttackCollidingKeys(t *testing.T) {
 // log); stricter by up to one of its periods, as forgotten.go says, so a
 // second's mark costs a window victim an hour's quota.
 func TestAttackCollidingAcrossLimiters(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			clock := newTestClock()
 			store := must(New(WithMaxKeys(1024), WithClock(clock.Now)))
@@ -275,7 +275,7 @@ func TestAttackCollidingAcrossLimiters(t *testing.T) {
 // nothing.
 func TestAttackResetRefundInMarkedSlot(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, ls := range attackLimits {
 			t.Run(fmt.Sprintf("%s/%s", alg, ls.name), func(t *testing.T) {
 				clock := newTestClock()

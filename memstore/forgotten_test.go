@@ -17,7 +17,7 @@ import (
 // a store that forgot thousands of exhausted ones, still passes.
 func TestForgettingGivesNoFreshQuota(t *testing.T) {
 	const capacity, identities, quota = 1024, 4 * 1024, 10
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, limits := range [][]algorithms.Limit{
 			{algorithms.PerMinute(quota)},
 			{algorithms.PerMinute(quota), algorithms.PerHour(3 * quota)},
@@ -81,7 +81,7 @@ func (s *Store) entries() int {
 // to the one-unit floor, and no newcomer found its quota).
 func TestForgettingSparesNewcomers(t *testing.T) {
 	const capacity, clients, last, quota = 4096, 40_000, 2_000, 10
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			clock := newTestClock()
 			store := must(New(WithMaxKeys(capacity), WithClock(clock.Now)))

@@ -87,7 +87,7 @@ func TestMemoryShardsAndDefaults(t *testing.T) {
 // Four goroutines adding distinct keys never take the store past its bound.
 func TestMemoryCapHolds(t *testing.T) {
 	const maxKeys = 4096 // 64 per shard: the bound is exact
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			store := must(New(WithMaxKeys(maxKeys)))
 			l := mustNew(t, store, alg, algorithms.PerMinute(5), algorithms.PerHour(50))
@@ -118,7 +118,7 @@ func TestMemoryCapHolds(t *testing.T) {
 // At the bound a shard forgets expired entries first, then fresh ones, and
 // keeps an exhausted key whose forgetting would hand its client a quota.
 func TestMemoryEvictsNearestToFresh(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			clock := newTestClock()
 			store := must(New(WithMaxKeys(1024), WithClock(clock.Now))) // 16 per shard

@@ -34,7 +34,7 @@ func BenchmarkMiddlewareMemory(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
 		serveParallel(b, trivial, reqs, http.StatusNoContent)
 	})
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l := limit
 		if alg == algorithms.SlidingWindowLog {
 			l.Rate = min(l.Rate, algorithms.MaxSlidingLogRate)

@@ -29,7 +29,7 @@ func TestCostAfterAboveQuotaOnePerPeriod(t *testing.T) {
 	const periods = 4
 	step := limit.Period / time.Duration(limit.Rate) / 2
 	for _, st := range []string{"memory", "scripts"} {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			t.Run(st+"/"+string(alg), func(t *testing.T) {
 				t.Parallel()
 				clock := storetest.NewManualClock(periodStart)
@@ -81,7 +81,7 @@ func testCostAfterAboveQuotaOnePerPeriodRedis(t *testing.T, stores []outcomeStor
 	var runs []*exportRun
 	var wg sync.WaitGroup
 	for _, st := range stores[1:] {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			r := &exportRun{name: st.name + "/" + string(alg), alg: alg}
 			runs = append(runs, r)
 			h := &slowHandler{status: http.StatusOK, setCost: 1, costTo: 1000}

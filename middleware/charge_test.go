@@ -17,7 +17,7 @@ import (
 // per hour, whatever the algorithm and the store, and nothing is logged.
 func testCostAfterAboveQuota(t *testing.T, stores []outcomeStore) {
 	for _, st := range stores {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			t.Run(st.name+"/"+string(alg), func(t *testing.T) {
 				t.Parallel()
 				oneExportServed(t, st.new(alg, algorithms.PerHour(10)), WithTimeout(5*time.Second))
@@ -57,7 +57,7 @@ type plainLimiter struct {
 // quota so that it is never refused as too large: the same 1 of 20 passes,
 // and nothing is logged.
 func TestCostAfterAboveQuotaWithoutCharger(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			l, err := algorithms.New(must(memstore.New()), alg, algorithms.PerHour(10))
 			if err != nil {

@@ -43,7 +43,7 @@ func TestMemoryStore(t *testing.T) {
 	// Every algorithm, through the default key function (the client IP):
 	// exactly the quota passes, and a client that waits out Retry-After on
 	// the shared fake clock gets in.
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, limit := range []algorithms.Limit{
 			{Rate: 5, Period: 10 * time.Second},
 			{Rate: 2, Period: 300 * time.Millisecond},

@@ -97,7 +97,7 @@ func failuresOnly(status int) bool { return status >= 400 }
 // they all fail, exactly 10 pass. Every algorithm, on every store.
 func testChargeIfBurst(t *testing.T, stores []outcomeStore) {
 	for _, st := range stores {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			t.Run(st.name+"/"+string(alg), func(t *testing.T) {
 				t.Parallel()
 				lim := st.new(alg, algorithms.PerHour(10))

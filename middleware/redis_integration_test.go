@@ -174,7 +174,7 @@ func TestRedisAPIKeyNeverStored(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = client.Close() })
 	var hs []http.Handler
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		lim := newLimiter(t, must(redisstore.New(client, redisstore.WithLogger(logger))), alg, algorithms.PerMinute(3))
 		hs = append(hs, mustNew(t, lim, WithKeyFunc(keyfunc.APIKey("X-API-Key")), WithLogger(logger))(&okHandler{}))
 	}
@@ -194,7 +194,7 @@ func TestRedisAPIKeyNeverStored(t *testing.T) {
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) < len(algorithms.Algorithms) {
+	if len(keys) < len(algorithms.All()) {
 		t.Fatalf("SCAN found %d keys %q; want one per algorithm at least", len(keys), keys)
 	}
 	hash := keyfunc.HashAPIKey(raw)
@@ -228,7 +228,7 @@ func TestRedisRetryAfterHonoured(t *testing.T) {
 	// window keeps it short, and the algorithms, each on its own key,
 	// wait side by side.
 	addr := redistest.Standalone(t)
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			t.Parallel()
 			lim := redisLimiter(t, addr, alg, algorithms.Limit{Rate: 2, Period: 500 * time.Millisecond})

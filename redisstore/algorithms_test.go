@@ -96,7 +96,7 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 }
 
 func TestAllowRefusesBadRequests(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l, err := algorithms.New(must(memstore.New()), alg, algorithms.Limit{Rate: 5, Period: time.Second, Burst: 3}, algorithms.PerMinute(4))
 		if err != nil {
 			t.Fatal(err)
@@ -166,7 +166,7 @@ func TestNewAcceptsLimitsAtTheBounds(t *testing.T) {
 // still starts every key with no state: the first requests pass.
 func TestMemoryClockAtEpoch(t *testing.T) {
 	for _, at := range []time.Time{time.Unix(0, 0), {}} {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			l, err := algorithms.New(must(memstore.New(memstore.WithClock(func() time.Time { return at }))), alg, algorithms.PerMinute(2))
 			if err != nil {
 				t.Fatal(err)
@@ -191,7 +191,7 @@ func TestMemoryClockAtEpoch(t *testing.T) {
 
 // Keys that went quiet are dropped by the next sweep of their shard.
 func TestMemoryReclaimsQuietKeys(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		var mu sync.Mutex
 		now := start
 		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -224,7 +224,7 @@ func TestMemoryReclaimsQuietKeys(t *testing.T) {
 
 // Many goroutines on one key of the memory store: exactly the limit passes.
 func TestMemoryExactUnderConcurrency(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		l, err := algorithms.New(must(memstore.New()), alg, algorithms.PerHour(100))
 		if err != nil {
 			t.Fatal(err)

@@ -39,7 +39,7 @@ func TestAttackBatchFloodManyStores(t *testing.T) {
 		if !wholeMatrix() && (!lossy || batchOnly != (quota == 100)) {
 			continue // make test: lossy, both paths, both quotas
 		}
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			t.Run(fmt.Sprintf("lossy=%v/batch-only=%v/quota=%d/%s", lossy, batchOnly, quota, alg), func(t *testing.T) {
 				prefix := fmt.Sprintf("abf-%v-%v-%d-%s", lossy, batchOnly, quota, alg)
 				limit := algorithms.PerHour(quota)

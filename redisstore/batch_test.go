@@ -73,7 +73,7 @@ func TestBatchScriptMatchesDriver(t *testing.T) {
 		{Rate: 1_000_003, Period: 97 * 24 * time.Hour},
 	}
 	const nkeys = 4
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for li, lim := range limits {
 			t.Run(fmt.Sprintf("%s/%d", alg, li), func(t *testing.T) {
 				p := ratemath.ParamsFor(alg, lim)

@@ -27,7 +27,7 @@ func TestAttackBatchWrongTypeKeyFailsAlone(t *testing.T) {
 		quota, keys, goroutines, perG = 50, 4, 16, 20 // 320 requests, 64 a key
 	)
 	for _, mode := range []FailureMode{FailClosed, FailLocal} {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			t.Run(fmt.Sprintf("%v/%s", mode, alg), func(t *testing.T) {
 				c := redis.NewClient(&redis.Options{Addr: addr})
 				defer c.Close()

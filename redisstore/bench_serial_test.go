@@ -19,7 +19,7 @@ func BenchmarkRedisAllowSerial(b *testing.B) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		b.Run(string(alg), func(b *testing.B) {
 			l, err := algorithms.New(must(New(c)), alg, benchLimit(alg))
 			if err != nil {

@@ -54,7 +54,7 @@ func runAllowBench(b *testing.B, l algorithms.Limiter) {
 }
 
 func BenchmarkMemoryAllow(b *testing.B) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		b.Run(string(alg), func(b *testing.B) {
 			l, err := algorithms.New(must(memstore.New()), alg, benchLimit(alg))
 			if err != nil {
@@ -85,7 +85,7 @@ func BenchmarkRedisAllow(b *testing.B) {
 			}
 		})
 	})
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		b.Run(string(alg), func(b *testing.B) {
 			l, err := algorithms.New(must(New(c)), alg, benchLimit(alg))
 			if err != nil {
@@ -130,7 +130,7 @@ func scriptMicros(b *testing.B, c *redis.Client) float64 {
 // BenchmarkMemoryAllowSerial is one goroutine's latency per decision, where
 // BenchmarkMemoryAllow is the throughput of all cores together.
 func BenchmarkMemoryAllowSerial(b *testing.B) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		b.Run(string(alg), func(b *testing.B) {
 			l, err := algorithms.New(must(memstore.New()), alg, benchLimit(alg))
 			if err != nil {

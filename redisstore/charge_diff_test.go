@@ -30,7 +30,7 @@ func TestDifferentialChargesClockSteps(t *testing.T) {
 // The same with limits at every scale: a charge's debt stays exact in
 // every unit the limits compute in.
 func TestDifferentialChargesLargeLimits(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, l := range largeLimitsFor(alg) {
 			t.Run(fmt.Sprintf("%s/%s", alg, l), func(t *testing.T) {
 				t.Parallel()

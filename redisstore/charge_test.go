@@ -37,7 +37,7 @@ func chargeRetry(alg algorithms.Algorithm, debt bool) [2]time.Duration {
 func TestChargeTakesWhatIsLeft(t *testing.T) {
 	ctx := context.Background()
 	stores := testStores(t) // one set for every algorithm: the keys differ
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, store := range stores {
 			for _, tc := range []struct {
 				name     string
@@ -97,7 +97,7 @@ func TestChargeSeveralLimits(t *testing.T) {
 	ctx := context.Background()
 	short, long := algorithms.PerMinute(10), algorithms.PerHour(30)
 	stores := testStores(t) // one set for every algorithm: the keys differ
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, store := range stores {
 			t.Run(string(alg)+"/"+store.name, func(t *testing.T) {
 				both, err := algorithms.New(store.store, alg, short, long)
@@ -170,7 +170,7 @@ func TestLostChargeReplyCountsOnce(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: proxyAddr})
 	defer c.Close()
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			prefix := "charge-once-" + string(alg)
 			l, err := algorithms.New(must(New(c, WithPrefix(prefix), WithTimeout(time.Second))), alg, onceLimit)
@@ -214,7 +214,7 @@ func TestChargeRedisDown(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * ms})
 	defer client.Close()
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			l, err := algorithms.New(must(New(client, WithTimeout(time.Second))), alg, algorithms.PerHour(10))
 			if err != nil {

@@ -50,7 +50,7 @@ func TestDifferentialClockGoesBack(t *testing.T) {
 // subtests named algorithm/letter; set i's seed is seed+i.
 func runEach(t *testing.T, run func(t *testing.T, alg algorithms.Algorithm, limits []algorithms.Limit, seed uint64, clockSteps bool),
 	sets [][]algorithms.Limit, seed uint64, clockSteps bool) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for li, limits := range sets {
 			t.Run(string(alg)+"/"+string(rune('a'+li)), func(t *testing.T) {
 				t.Parallel()

@@ -54,7 +54,7 @@ func largeLimitsFor(alg algorithms.Algorithm) []algorithms.Limit {
 // RetryAfter is enough while waiting one µs less is not, whatever the unit
 // the limit computes in; and so while the clock steps back and forth.
 func TestDifferentialLargeLimits(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, l := range largeLimitsFor(alg) {
 			for _, steps := range []bool{false, true} {
 				name := fmt.Sprintf("%s/%s/steps=%v", alg, l, steps)
@@ -130,7 +130,7 @@ func steppedStores(t *testing.T, alg algorithms.Algorithm, limits ...algorithms.
 // A clock that steps back never makes RetryAfter a lie: PerSecond(2), two
 // requests at T, the clock back to T − 0.5s, a third request.
 func TestClockStepBackKeepsRetryAfter(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, back := range []time.Duration{500 * ms, 999 * ms, 10 * time.Second} {
 			t.Run(fmt.Sprintf("%s/%s", alg, back), func(t *testing.T) {
 				mem, red, set := steppedStores(t, alg, algorithms.PerSecond(2))
@@ -157,7 +157,7 @@ func TestClockStepBackKeepsRetryAfter(t *testing.T) {
 // one period (for the buckets, one refill) from the corrected now, and the
 // RetryAfter it gives is kept.
 func TestClockAheadCorrected(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			mem, red, set := steppedStores(t, alg, algorithms.PerMinute(2))
 			for name, l := range map[string]algorithms.Limiter{"memory": mem, "redis": red} {
@@ -218,7 +218,7 @@ func TestLargeLimitsOnRedis(t *testing.T) {
 	ctx := context.Background()
 	for name, c := range clients {
 		store := must(New(c, WithPrefix(fmt.Sprintf("large%d", prefixes.Add(1))), WithDenialCache(0)))
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			for i, l := range largeLimitsFor(alg) {
 				if l.Period < time.Hour {
 					continue // state that moves within a round trip: miniredis tests it

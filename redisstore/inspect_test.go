@@ -35,7 +35,7 @@ func TestPeekAndReset(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, st := range stores {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			t.Run(st.name+"/"+string(alg), func(t *testing.T) {
 				limits := []algorithms.Limit{algorithms.PerMinute(3), {Rate: 5, Period: time.Hour, Burst: 5}}
 				l, err := algorithms.New(st.store(fmt.Sprint(st.name, alg)), alg, limits...)

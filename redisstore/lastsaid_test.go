@@ -19,7 +19,7 @@ import (
 // 6 spent through Redis, so 2 (of the 4 left) locally; a key Redis never
 // answered for starts from a full share, 5. For every algorithm.
 func TestLocalStartsFromRedis(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
@@ -69,7 +69,7 @@ func TestLocalStartsFromRedis(t *testing.T) {
 func TestLocalRemembersEveryLimit(t *testing.T) {
 	short := algorithms.Limit{Rate: 5, Period: 200 * time.Millisecond}
 	long := algorithms.PerMinute(20)
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.StartServer(t)

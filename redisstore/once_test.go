@@ -141,7 +141,7 @@ func TestLostReplyCountsOnce(t *testing.T) {
 		{"read-timeout", redis.Options{ReadTimeout: 50 * time.Millisecond}, 200 * time.Millisecond, true},
 	}
 	for _, cl := range clients {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			t.Run(cl.name+"/"+string(alg), func(t *testing.T) {
 				counts.hold.Store(int64(cl.hold))
 				opts := cl.opts
@@ -182,7 +182,7 @@ func TestClusterLostReplyCountsOnce(t *testing.T) {
 		{"context-timeouts", redis.ClusterOptions{ContextTimeoutEnabled: true}},
 	}
 	for _, cl := range clients {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			t.Run(cl.name+"/"+string(alg), func(t *testing.T) {
 				opts := cl.opts
 				opts.Addrs, opts.Dialer = addrs, dial
@@ -210,7 +210,7 @@ func TestLostPipelineCountsOnce(t *testing.T) {
 	proxyAddr, direct := lossyRedis(t, counts)
 	c := redis.NewClient(&redis.Options{Addr: proxyAddr})
 	defer c.Close()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			prefix := "pipe-" + string(alg)
 			// One call in flight: the requests that arrive meanwhile go
@@ -337,7 +337,7 @@ func TestReplyKeptBriefly(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			prefix := "brief-" + string(alg)
 			l, err := algorithms.New(must(New(c, WithPrefix(prefix), WithDenialCache(0))), alg, algorithms.PerMinute(2), algorithms.PerHour(5))
@@ -425,7 +425,7 @@ func TestNoKeptRepliesWithoutResends(t *testing.T) {
 func TestLostOneRequestChargedOnce(t *testing.T) {
 	counts := &dropCounts{}
 	proxy, direct := lossyRedis(t, counts)
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: proxy, MaxRetries: 1})
 			defer c.Close()

@@ -141,7 +141,7 @@ func TestOneScriptMatchesDriver(t *testing.T) {
 		{Rate: 1_000_000, Period: 1000 * 24 * time.Hour, Burst: 5_000_000},
 		{Rate: 1_000_003, Period: 97 * 24 * time.Hour},
 	}
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for li, lim := range limits {
 			t.Run(fmt.Sprintf("%s/%d", alg, li), func(t *testing.T) {
 				p := ratemath.ParamsFor(alg, lim)
@@ -245,7 +245,7 @@ func TestOneScriptFlushedAndShared(t *testing.T) {
 		c.ScriptFlush(ctx)
 	}
 	for name, newClient := range clients {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			t.Run(name+"/"+string(alg), func(t *testing.T) {
 				c := newClient()
 				defer c.Close()
@@ -370,7 +370,7 @@ func TestOneScriptLostRepliesCountOnce(t *testing.T) {
 		name string
 		h    redis.Hook
 	}{{"no-hook", nil}, {"reading-hook", nosyHook{}}, {"marshalling-hook", nosyHook{marshal: true}}} {
-		for ai, alg := range algorithms.Algorithms {
+		for ai, alg := range algorithms.All() {
 			if !wholeMatrix() && hi > 0 && ai%2 != hi-1 {
 				continue
 			}

@@ -23,7 +23,7 @@ func TestOneRequestScript(t *testing.T) {
 		}
 		return ok[0]
 	}
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			addr := redistest.Standalone(t)
 			c := redis.NewClient(&redis.Options{Addr: addr})

@@ -28,7 +28,7 @@ func testExactUnderConcurrency(t *testing.T, newClient func() redis.UniversalCli
 		cs[i] = newClient()
 		t.Cleanup(func() { cs[i].Close() })
 	}
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			limiters := make([]algorithms.Limiter, clients)
 			for i, c := range cs {
@@ -119,7 +119,7 @@ func TestRedisOneRoundTripAndTTLs(t *testing.T) {
 	counter := &commandCounter{}
 	c.AddHook(counter)
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		limits := []algorithms.Limit{algorithms.PerSecond(5), {Rate: 50, Period: 10 * time.Second, Burst: 60}}
 		// Without the denial cache, which answers repeated denials itself.
 		l, err := algorithms.New(must(New(c, WithDenialCache(0))), alg, limits...)

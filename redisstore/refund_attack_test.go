@@ -20,7 +20,7 @@ func TestLostRefundCountsOnce(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: proxyAddr})
 	defer c.Close()
 	ctx := context.Background()
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			prefix := "refund-once-" + string(alg)
 			l, err := algorithms.New(must(New(c, WithPrefix(prefix), WithTimeout(time.Second), WithDenialCache(0))), alg, onceLimit)
@@ -100,7 +100,7 @@ func TestRefundNeverCrossesWindows(t *testing.T) {
 // Within one window a refund gives back exactly what it names, and other
 // requests' units stay counted.
 func TestRefundWithinWindow(t *testing.T) {
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		t.Run(string(alg), func(t *testing.T) {
 			mem, red, set := steppedStores(t, alg, algorithms.PerMinute(10))
 			for name, l := range map[string]algorithms.Limiter{"memory": mem, "redis": red} {

@@ -82,7 +82,7 @@ func runRefundDifferential(t *testing.T, alg algorithms.Algorithm, limits []algo
 func TestRefundRestoresAndCaps(t *testing.T) {
 	ctx := context.Background()
 	stores := testStores(t) // one set for every algorithm: the keys differ
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		for _, store := range stores {
 			t.Run(string(alg)+"/"+store.name, func(t *testing.T) {
 				l, err := algorithms.New(store.store, alg, algorithms.PerMinute(10))

@@ -124,7 +124,7 @@ func TestReserveRefused(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	stores := map[string]algorithms.Store{"memory": must(memstore.New()), "redis": must(New(c))}
 	for name, store := range stores {
-		for _, alg := range algorithms.Algorithms {
+		for _, alg := range algorithms.All() {
 			t.Run(name+"/"+string(alg), func(t *testing.T) {
 				l := mustNew(t, store, alg, algorithms.PerSecond(10))
 				r := l.(algorithms.RateLimiter)

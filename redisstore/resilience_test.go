@@ -26,7 +26,7 @@ func TestBatchEqualsOneByOne(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, 7))
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		limits := []algorithms.Limit{{Rate: 7, Period: time.Second, Burst: 9}, {Rate: 20, Period: time.Minute, Burst: 12}}
 		one, err := algorithms.New(must(New(c, WithPrefix("one"), WithDenialCache(0))), alg, limits...)
 		if err != nil {

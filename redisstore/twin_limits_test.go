@@ -84,7 +84,7 @@ func TestInstancesAcceptanceMatchesMemoryRandom(t *testing.T) {
 		}
 	}()
 	for range 3000 {
-		alg, n := algorithms.Algorithms[rng.IntN(len(algorithms.Algorithms))], 1+rng.IntN(6)
+		alg, n := algorithms.All()[rng.IntN(len(algorithms.All()))], 1+rng.IntN(6)
 		limits := []algorithms.Limit{pick(), pick()}
 		_, memErr := algorithms.New(mem, alg, limits...)
 		st := stores[n]

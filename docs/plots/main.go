@@ -182,7 +182,7 @@ func draw1(p traffic, path string) error {
 	pl.Legend.Top = true
 	pl.Legend.Left = true
 	pl.Add(plotter.NewGrid())
-	for i, alg := range algorithms.Algorithms {
+	for i, alg := range algorithms.All() {
 		xys, err := simulate(p, alg)
 		if err != nil {
 			return fmt.Errorf("%s: %w", alg, err)

@@ -100,7 +100,7 @@ func parseFlags(args []string) (config, error) {
 		}
 	}
 	if sweepAlgs == "all" {
-		cfg.sweepAlgs = algorithms.Algorithms
+		cfg.sweepAlgs = algorithms.All()
 	} else {
 		for a := range strings.SplitSeq(sweepAlgs, ",") {
 			cfg.sweepAlgs = append(cfg.sweepAlgs, algorithms.Algorithm(strings.TrimSpace(a)))

@@ -135,7 +135,7 @@ func redisTargets(f figures, lo, ref int) *table {
 			value: func(n string) float64 { return f.get(n, ref, redisMicros) }},
 	}
 	var names []string
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		if name := subjects.RedlimitRedisSubject(alg, "").Name; f[name] != nil {
 			names = append(names, name)
 		}
@@ -161,7 +161,7 @@ func memoryTargets(f figures, lo, ref int) *table {
 			value: func(n string) float64 { return f.get(n, ref, allocs) }},
 	}
 	var names []string
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		if name := subjects.RedlimitSubject(alg, nil, "").Name; f[name] != nil {
 			names = append(names, name)
 		}

@@ -178,7 +178,7 @@ type Subject struct {
 // algorithm), each over n keys.
 func Subjects(n int) []Subject {
 	out := []Subject{{Name: "xtimerate", Bench: XTimeRate(n), Ref: true}}
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		out = append(out, Subject{Name: "memstore_" + string(alg), Bench: Memstore(alg, n)})
 	}
 	return out

@@ -29,7 +29,7 @@ func BenchmarkBatched(b *testing.B) {
 	c := server(b)
 	names := []string{"batch_floor"}
 	byName := map[string]*redis.Script{"batch_floor": redis.NewScript(batchFloor)}
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		p := ratemath.ParamsFor(alg, limit(alg))
 		names = append(names, string(alg))
 		byName[string(alg)] = redis.NewScript(scripts.Batch(string(alg), p.Rate, p.Period, p.Burst, p.Unit))

@@ -80,7 +80,7 @@ func subjects(b *testing.B, c *redis.Client) ([]string, map[string]decider) {
 			return true, s.Run(ctx, c, []string{f.name + ":" + k}).Err()
 		}
 	}
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		store, err := redisstore.New(c, redisstore.WithDenialCache(0), redisstore.WithTimeout(2*time.Second))
 		if err != nil {
 			b.Fatal(err)

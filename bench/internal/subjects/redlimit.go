@@ -19,8 +19,8 @@ import (
 // subject per algorithm, then the fixed window with the three headers
 // go-chi/httprate sends (ThreeHeaders).
 func RedlimitMemory() []Subject {
-	out := make([]Subject, 0, len(algorithms.Algorithms)+1)
-	for _, alg := range algorithms.Algorithms {
+	out := make([]Subject, 0, len(algorithms.All())+1)
+	for _, alg := range algorithms.All() {
 		out = append(out, RedlimitSubject(alg, memoryStore, ""))
 	}
 	return append(out, RedlimitSubject(algorithms.FixedWindow, memoryStore, ThreeHeaders, middleware.WithIETFHeaders(false)))
@@ -34,8 +34,8 @@ const ThreeHeaders = "three headers"
 // RedlimitRedis returns redlimit's middleware on the Redis store, one
 // subject per algorithm, with the store's defaults.
 func RedlimitRedis() []Subject {
-	out := make([]Subject, 0, len(algorithms.Algorithms))
-	for _, alg := range algorithms.Algorithms {
+	out := make([]Subject, 0, len(algorithms.All()))
+	for _, alg := range algorithms.All() {
 		out = append(out, RedlimitRedisSubject(alg, ""))
 	}
 	return out
@@ -65,7 +65,7 @@ func RedlimitLeased() []Subject {
 // WithLeases (with one limit): all but the sliding window log.
 func LeasedAlgorithms() []algorithms.Algorithm {
 	var out []algorithms.Algorithm
-	for _, alg := range algorithms.Algorithms {
+	for _, alg := range algorithms.All() {
 		if alg != algorithms.SlidingWindowLog {
 			out = append(out, alg)
 		}
