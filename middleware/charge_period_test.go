@@ -68,8 +68,8 @@ func TestCostAfterAboveQuotaOnePerPeriod(t *testing.T) {
 }
 
 // The same on Redis and on Cluster, in real time: a limit of 10 a second,
-// a request every 50 ms for 2.5 s. Each admission comes at least a period
-// after the one before it (as the client sees it: from the earlier
+// a request every 50 ms for 2.5 s. Each admission but the sliding log's
+// comes at least a period after the one before it (as the client sees it: from the earlier
 // request's start to the later one's end), and the client is served in
 // more than one period, not starved. The clients of every store and
 // algorithm try side by side, each on its own limiter: the test mostly
@@ -106,6 +106,14 @@ func testCostAfterAboveQuotaOnePerPeriodRedis(t *testing.T, stores []outcomeStor
 			least := limit.Period
 			if r.alg == algorithms.SlidingWindowCounter {
 				least -= step
+			}
+			if r.alg == algorithms.SlidingWindowLog {
+				// The log's charge takes what is left, stamped when the
+				// charge lands, a round trip after its request's unit:
+				// those units leave the log at their own times, and a
+				// request passes as each leaves (docs/shaping.md). In
+				// real time no gap is promised.
+				return
 			}
 			for i := 1; i < len(r.starts); i++ {
 				if gap := r.ends[i].Sub(r.starts[i-1]); gap < least {
